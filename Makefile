@@ -1,0 +1,78 @@
+# gptlib: two commands on a fresh machine (Python and pip only).
+#   make run    the main job: the whole pipeline on the embedded Shakespeare corpus
+#   make test   everything CI checks
+# Both create .venv when it is missing and install what they need.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# The CPU build of torch that lies on this kind of machine; a bare `torch` would pull a CUDA build.
+TORCH_PIN ?= torch==2.13.0
+EXTRAS ?= notebooks,dev,data
+STAMP  := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
+
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+NBSTRIP   := $(VENV)/bin/nbstripout --keep-output --keep-count --keep-id \
+             --extra-keys "metadata.language_info metadata.widgets cell.metadata.execution"
+
+.PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab venv bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+run: $(STAMP)
+	$(PY) -m gptlib run
+
+# Everything CI checks: exported modules match the notebooks, notebooks are clean,
+# the unit tests, and every notebook run by nbval in smoke mode.
+test: $(STAMP) check-export check-clean
+	$(PY) -m gptlib corpus fetch
+	GPTLIB_SMOKE=1 $(PY) -m pytest tests $(NOTEBOOKS) --nbval-lax --nbval-current-env \
+	    --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+
+# The unit tests alone, for a quick loop while developing.
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not network and not browser and not slow" -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check gptlib tests benchmarks
+	$(NBSTRIP) --verify $(NOTEBOOKS)
+	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
+
+export: $(STAMP)
+	$(VENV)/bin/nbdev-export
+
+# Regenerate gptlib from the notebooks and fail on any difference from what is committed.
+check-export: $(STAMP)
+	$(VENV)/bin/nbdev-export
+	@git diff --exit-code --stat -- gptlib || { echo "gptlib differs from the notebooks: run 'make export' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- gptlib)" || { git status --porcelain -- gptlib; echo "untracked generated files in gptlib"; exit 1; }
+	$(PY) -c "import importlib, pkgutil, gptlib; [importlib.import_module('gptlib.' + m.name) for m in pkgutil.iter_modules(gptlib.__path__)]; print('imported every gptlib module')"
+
+check-clean: $(STAMP)
+	$(NBSTRIP) --verify $(NOTEBOOKS)
+	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
+
+# Strip widget state and machine-specific metadata, keep outputs, counts and ids.
+clean-notebooks: $(STAMP)
+	$(NBSTRIP) $(NOTEBOOKS)
+
+# Re-run notebooks in smoke mode to refresh their stored outputs, then clean them: make execute-notebooks NB=notebooks/01_bpe.ipynb
+NB ?= $(NOTEBOOKS)
+execute-notebooks: $(STAMP)
+	cd notebooks && for nb in $(notdir $(NB)); do \
+	  GPTLIB_SMOKE=1 ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.timeout=600 $$nb || exit 1; done
+	$(NBSTRIP) $(NB)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
