@@ -59,12 +59,13 @@ check-clean: $(STAMP)
 	$(NBSTRIP) --verify $(NOTEBOOKS)
 	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
 
-# Strip widget state and machine-specific metadata, keep outputs, counts and ids.
+NB ?= $(NOTEBOOKS)
+
+# Strip widget state and machine-specific metadata, keep outputs, counts and ids: make clean-notebooks NB=notebooks/01_bpe.ipynb
 clean-notebooks: $(STAMP)
-	$(NBSTRIP) $(NOTEBOOKS)
+	$(NBSTRIP) $(NB)
 
 # Re-run notebooks in smoke mode to refresh their stored outputs, then clean them: make execute-notebooks NB=notebooks/01_bpe.ipynb
-NB ?= $(NOTEBOOKS)
 execute-notebooks: $(STAMP)
 	cd notebooks && for nb in $(notdir $(NB)); do \
 	  GPTLIB_SMOKE=1 ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
