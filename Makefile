@@ -44,7 +44,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gptlib tests benchmarks
-	$(NBSTRIP) --verify $(NOTEBOOKS)
+	$(if $(NOTEBOOKS),$(NBSTRIP) --verify $(NOTEBOOKS))
 	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
 
 export: $(STAMP)
@@ -55,7 +55,7 @@ check-export: $(STAMP)
 	$(PY) -m pytest tests/test_export.py -q -p no:cacheprovider
 
 check-clean: $(STAMP)
-	$(NBSTRIP) --verify $(NOTEBOOKS)
+	$(if $(NOTEBOOKS),$(NBSTRIP) --verify $(NOTEBOOKS))
 	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
 
 NB ?= $(NOTEBOOKS)
