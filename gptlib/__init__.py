@@ -1,18 +1,11 @@
-"""gptlib: GPT pretraining from scratch, taught in notebooks.
+"""GPT pretraining from scratch, taught in notebooks: BPE, shards, loader, model, mixed-precision training.
 
-Hand-written plumbing. The modules, from text to a trained model (each generated from its notebook
-except `corpus` and `cli`):
+Modules:
 
-    corpus     where text comes from (the embedded Shakespeare corpus, local and hosted corpora)
-    tokenizer  01_bpe       byte-level BPE trained from scratch
-    data       02_data      documents -> shuffled, split, memory-mapped token shards
-    loader     03_loader    shards -> a streaming, resumable batch loader
-    model      04_model     the decoder-only transformer
-    optim      05_optim     AdamW groups, the LR schedule, mixed precision, MFU
-    train      06_training  the training loop, checkpoints, sampling
-    cli        `python -m gptlib ...`
+- `gptlib.cli`: The command line, `python -m gptlib COMMAND ...`: hand-written plumbing that parses arguments and calls the library. Each command group lives in one `_add_*` function below.
+- `gptlib.corpus`: Where the text comes from: the embedded Shakespeare corpus and local or hosted corpora."""
 
-Importing gptlib touches no disk, network or GPU.
-"""
+# Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.
+# Importing gptlib touches no disk, network or GPU.
 
 __version__ = "0.1.0"
