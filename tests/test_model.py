@@ -1,0 +1,426 @@
+"""gptlib.model: shapes, causality, attention against an explicit reference, the KV cache, counts, init,
+dropout, determinism, precisions, torch.compile and clear errors."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gptlib.model import (
+    GPT,
+    GPT_PRESETS,
+    CausalSelfAttention,
+    GPTConfig,
+    KVCache,
+    param_counts,
+    sample_next_token,
+    sinusoidal_positions,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and the CI machine is shared: no spinning thread pools."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(**overrides) -> GPTConfig:
+    return GPTConfig.preset("tiny", **overrides)
+
+
+def seeded_model(config: GPTConfig, seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(config)
+
+
+def random_tokens(config: GPTConfig, batch: int, length: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, config.vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# --- forward ---------------------------------------------------------------------------------------------
+
+
+def test_forward_returns_logits_of_every_position_and_a_scalar_loss():
+    config = tiny()
+    model = seeded_model(config).eval()
+    idx = random_tokens(config, 3, 17)
+    logits, loss = model(idx)
+    assert logits.shape == (3, 17, config.vocab_size) and loss is None
+    logits2, loss = model(idx, idx.roll(-1, dims=1))
+    assert loss.shape == () and torch.isfinite(loss)
+    assert torch.equal(logits, logits2)
+
+
+def test_loss_is_the_mean_cross_entropy_and_ignores_minus_one():
+    config = tiny()
+    model = seeded_model(config).eval()
+    idx, targets = random_tokens(config, 2, 9), random_tokens(config, 2, 9, seed=2)
+    logits, loss = model(idx, targets)
+    assert torch.allclose(loss, F.cross_entropy(logits.reshape(-1, config.vocab_size), targets.reshape(-1)))
+    masked = targets.clone()
+    masked[:, :4] = -1
+    _, loss_masked = model(idx, masked)
+    expected = F.cross_entropy(logits[:, 4:].reshape(-1, config.vocab_size), targets[:, 4:].reshape(-1))
+    assert torch.allclose(loss_masked, expected)
+
+
+def test_changing_a_future_token_leaves_earlier_logits_unchanged():
+    config = tiny()
+    model = seeded_model(config).eval()
+    idx = random_tokens(config, 2, config.context)
+    changed = idx.clone()
+    t = 40
+    changed[:, t] = (changed[:, t] + 1) % config.vocab_size
+    before, _ = model(idx)
+    after, _ = model(changed)
+    assert torch.equal(before[:, :t], after[:, :t])
+    assert not torch.allclose(before[:, t:], after[:, t:])
+
+
+def explicit_causal_attention(attn: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
+    """The reference: every head by hand, an explicit lower-triangular mask, softmax, weighted sum."""
+    B, T, C = x.shape
+    H = attn.n_head
+    D = C // H
+    q, k, v = attn.qkv(x).split(C, dim=2)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    heads = []
+    for h in range(H):
+        qh, kh, vh = (t[:, :, h * D : (h + 1) * D] for t in (q, k, v))  # (B, T, D)
+        scores = qh @ kh.transpose(1, 2) / math.sqrt(D)  # (B, T, T)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        heads.append(scores.softmax(dim=-1) @ vh)  # (B, T, D)
+    return attn.proj(torch.cat(heads, dim=-1))
+
+
+@pytest.mark.parametrize("n_head", [1, 2, 4])
+def test_sdpa_attention_equals_explicit_masked_softmax(n_head):
+    config = tiny(n_head=n_head)
+    torch.manual_seed(3)
+    attn = CausalSelfAttention(config).eval()
+    x = torch.randn(2, 23, config.n_embd)
+    assert torch.allclose(attn(x), explicit_causal_attention(attn, x), atol=1e-6)
+
+
+# --- KV cache and generation -------------------------------------------------------------------------------
+
+
+def test_hidden_states_read_in_chunks_through_the_cache_equal_one_pass():
+    config = tiny()
+    model = seeded_model(config).eval()
+    idx = random_tokens(config, 2, 30)
+    full = model.hidden_states(idx)
+    cache = KVCache(config.n_layer, config.context)
+    parts = [model.hidden_states(idx[:, a:b], cache) for a, b in [(0, 11), (11, 12), (12, 30)]]
+    assert cache.length == 30
+    assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(0.0, None, None), (1.0, None, None), (0.8, 20, 0.9)])
+def test_generation_with_and_without_the_kv_cache_gives_the_same_tokens(temperature, top_k, top_p):
+    config = tiny()
+    model = seeded_model(config)
+    prompt = random_tokens(config, 2, 7)
+    # 7 + 70 tokens outgrow the context of 64: the window slides and the cache is refilled
+    outs = [
+        model.generate(prompt, 70, temperature=temperature, top_k=top_k, top_p=top_p, use_cache=use_cache,
+                       generator=torch.Generator().manual_seed(5))
+        for use_cache in (True, False)
+    ]
+    assert outs[0].shape == (2, 77)
+    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[0][:, :7], prompt)
+
+
+def test_generation_reads_only_the_latest_context_tokens_of_a_long_prompt():
+    config = tiny()
+    model = seeded_model(config)
+    prompt = random_tokens(config, 1, 100)
+    out = model.generate(prompt, 3, temperature=0.0)
+    cropped = model.generate(prompt[:, -config.context :], 3, temperature=0.0)
+    assert torch.equal(out[:, -3:], cropped[:, -3:])
+
+
+def test_generation_stops_at_eos_and_pads_finished_rows_with_it():
+    config = tiny()
+    model = seeded_model(config)
+    prompt = random_tokens(config, 2, 5)
+    free = model.generate(prompt, 30, temperature=0.0)
+    eos = int(free[0, 5 + 3])  # row 0 produces this token at its 4th new position
+    out = model.generate(prompt, 30, temperature=0.0, eos_id=eos)
+    first = [int((row[5:] == eos).nonzero()[0]) if (row[5:] == eos).any() else None for row in out]
+    assert first[0] is not None and first[0] <= 3
+    for row, stop in zip(out, first):
+        if stop is not None:
+            assert (row[5 + stop :] == eos).all()
+    if all(stop is not None for stop in first):
+        assert out.size(1) == 5 + max(first) + 1  # stops as soon as every row has finished
+    assert torch.equal(out[:, : 5 + first[0] + 1][0], free[0, : 5 + first[0] + 1])
+
+
+def test_generate_restores_the_training_mode_and_keeps_no_gradient():
+    model = seeded_model(tiny(dropout=0.2)).train()
+    out = model.generate(random_tokens(model.config, 1, 4), 5)
+    assert model.training and not out.requires_grad
+    model.eval()
+    model.generate(random_tokens(model.config, 1, 4), 5)
+    assert not model.training
+
+
+def test_top_k_and_top_p_keep_only_the_likely_tokens():
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log().repeat(2000, 1)
+    gen = torch.Generator().manual_seed(0)
+    assert set(sample_next_token(logits, top_k=2, generator=gen).tolist()) == {0, 1}
+    assert set(sample_next_token(logits, top_p=0.8, generator=gen).tolist()) == {0, 1}
+    assert set(sample_next_token(logits, top_p=0.81, generator=gen).tolist()) == {0, 1, 2}
+    assert set(sample_next_token(logits, top_p=1e-6, generator=gen).tolist()) == {0}
+    assert set(sample_next_token(logits, generator=gen).tolist()) == {0, 1, 2, 3}
+    assert torch.equal(sample_next_token(logits[:3], temperature=0.0), torch.zeros(3, dtype=torch.long))
+
+
+def test_low_temperature_concentrates_on_the_most_likely_token():
+    logits = torch.tensor([[2.0, 1.0, 0.0]]).repeat(4000, 1)
+    gen = torch.Generator().manual_seed(0)
+    hot = (sample_next_token(logits, temperature=2.0, generator=gen) == 0).float().mean()
+    cold = (sample_next_token(logits, temperature=0.25, generator=gen) == 0).float().mean()
+    assert cold > 0.95 > hot
+
+
+# --- counting and init -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(GPT_PRESETS))
+@pytest.mark.parametrize("bias", [True, False])
+def test_parameter_formula_equals_the_modules_count(name, bias):
+    config = GPTConfig.preset(name, bias=bias)
+    model = GPT(config)
+    counts = param_counts(config)
+    assert sum(counts.values()) == model.num_params(non_embedding=False)
+    assert model.num_params(non_embedding=True) == model.num_params(non_embedding=False) - counts[
+        "token embedding (= LM head)"
+    ]
+    by_name = {
+        "attention": sum(p.numel() for n, p in model.named_parameters() if ".attn." in n),
+        "MLP": sum(p.numel() for n, p in model.named_parameters() if ".mlp." in n),
+        "LayerNorm": sum(p.numel() for n, p in model.named_parameters() if "ln_" in n),
+    }
+    for component, n in by_name.items():
+        assert counts[component] == n, component
+
+
+def test_gpt_25m_really_has_29_4_million_parameters():
+    model = GPT(GPTConfig.preset("gpt-25m"))
+    assert model.num_params(non_embedding=False) == 29_387_776
+    assert model.flops_per_token() == 6 * 29_387_776 + 12 * 4 * 512 * 512
+
+
+def test_lm_head_is_tied_to_the_token_embedding_and_positions_are_not_parameters():
+    model = GPT(tiny())
+    assert model.lm_head.weight is model.wte.weight
+    names = {n for n, _ in model.named_parameters()}
+    assert not any("wpe" in n for n in names)
+    assert "wpe" not in model.state_dict()
+    assert torch.equal(model.wpe, sinusoidal_positions(64, 64))
+
+
+def test_residual_projections_are_initialised_smaller_by_sqrt_2L():
+    config = GPTConfig.preset("cpu")
+    model = seeded_model(config)
+    expected = 0.02 / math.sqrt(2 * config.n_layer)
+    for block in model.blocks:
+        assert abs(block.attn.proj.weight.std().item() - expected) < 0.1 * expected
+        assert abs(block.mlp.proj.weight.std().item() - expected) < 0.1 * expected
+        assert abs(block.mlp.fc.weight.std().item() - 0.02) < 0.002
+        assert (block.mlp.fc.bias == 0).all()
+
+
+@pytest.mark.parametrize("name", ["tiny", "cpu"])
+def test_untrained_model_loss_is_about_ln_vocab(name):
+    config = GPTConfig.preset(name)
+    model = seeded_model(config).eval()
+    idx, targets = random_tokens(config, 4, config.context), random_tokens(config, 4, config.context, seed=9)
+    _, loss = model(idx, targets)
+    assert abs(loss.item() - math.log(config.vocab_size)) < 0.15
+
+
+def test_sinusoidal_positions_follow_the_formula_and_their_similarity_depends_only_on_offset():
+    table = sinusoidal_positions(50, 16)
+    p, i = 7, 3
+    assert math.isclose(table[p, 2 * i].item(), math.sin(p / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    assert math.isclose(table[p, 2 * i + 1].item(), math.cos(p / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    gram = table @ table.T
+    assert torch.allclose(gram[10, 13], gram[30, 33], atol=1e-5)
+    assert sinusoidal_positions(5, 7).shape == (5, 7)  # odd widths work too
+
+
+# --- modes, determinism, precisions ----------------------------------------------------------------------
+
+
+def test_dropout_is_active_only_in_training_mode():
+    config = tiny(dropout=0.3)
+    model = seeded_model(config)
+    idx = random_tokens(config, 2, 20)
+    model.train()
+    assert not torch.equal(model(idx)[0], model(idx)[0])
+    model.eval()
+    assert torch.equal(model(idx)[0], model(idx)[0])
+
+
+def test_same_seed_gives_the_same_model_outputs_and_samples():
+    config = tiny(dropout=0.1)
+    a, b = seeded_model(config, seed=4), seeded_model(config, seed=4)
+    idx = random_tokens(config, 2, 12)
+    torch.manual_seed(0)
+    out_a = a(idx, idx)
+    torch.manual_seed(0)
+    out_b = b(idx, idx)
+    assert torch.equal(out_a[0], out_b[0]) and torch.equal(out_a[1], out_b[1])
+    sample = lambda m: m.generate(idx, 10, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(sample(a), sample(b))
+    assert not torch.equal(seeded_model(config, seed=5)(idx)[0], a.eval()(idx)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_forward_backward_agrees_with_fp32(dtype):
+    config = tiny()
+    model = seeded_model(config)
+    idx, targets = random_tokens(config, 2, 32), random_tokens(config, 2, 32, seed=3)
+    _, loss32 = model(idx, targets)
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            logits, loss = model(idx, targets)
+    except RuntimeError as e:  # older torch builds lack fp16 autocast on CPU
+        pytest.skip(f"{dtype} autocast unavailable on this CPU build: {e}")
+    assert logits.dtype == dtype and loss.dtype == torch.float32
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert abs(loss.item() - loss32.item()) < 0.05
+
+
+def test_model_cast_to_bfloat16_generates():
+    model = seeded_model(tiny()).to(torch.bfloat16)
+    assert model.wpe.dtype == torch.bfloat16
+    out = model.generate(random_tokens(model.config, 1, 4), 8, use_cache=True)
+    assert out.shape == (1, 12)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+        pytest.param("mps", marks=pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no MPS device")),
+    ],
+)
+def test_accelerator_forward_and_cached_generation_match_cpu(device):
+    config = tiny()
+    model = seeded_model(config).eval()
+    idx = random_tokens(config, 2, 20)
+    logits_cpu, _ = model(idx)
+    moved = model.to(device)
+    logits_dev, _ = moved(idx.to(device))
+    assert torch.allclose(logits_dev.cpu(), logits_cpu, atol=1e-4)
+    a = moved.generate(idx.to(device), 20, temperature=0.0, use_cache=True)
+    b = moved.generate(idx.to(device), 20, temperature=0.0, use_cache=False)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="torch.compile on CPU needs a C/C++ compiler (inductor generates C++)")
+def test_torch_compile_matches_eager_forward_and_backward():
+    config = tiny(n_layer=1)
+    model = seeded_model(config)
+    idx, targets = random_tokens(config, 2, 32), random_tokens(config, 2, 32, seed=3)
+    _, eager_loss = model(idx, targets)
+    eager_loss.backward()
+    eager_grad = model.wte.weight.grad.clone()
+    model.zero_grad()
+    _, loss = torch.compile(model)(idx, targets)
+    loss.backward()
+    assert torch.allclose(loss, eager_loss, atol=1e-5)
+    assert torch.allclose(model.wte.weight.grad, eager_grad, atol=1e-5)
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+
+def test_width_not_divisible_by_heads_names_both_values():
+    with pytest.raises(ValueError, match=r"n_embd=100 .*n_head=3"):
+        GPTConfig(n_embd=100, n_head=3)
+
+
+@pytest.mark.parametrize(
+    "overrides, error, pattern",
+    [
+        ({"n_layer": 0}, ValueError, "n_layer"),
+        ({"context": -4}, ValueError, "context"),
+        ({"vocab_size": 3.5}, TypeError, "vocab_size"),
+        ({"dropout": 1.0}, ValueError, "dropout"),
+        ({"bias": "yes"}, TypeError, "bias"),
+        ({"n_heads": 4}, ValueError, "n_heads"),
+    ],
+)
+def test_bad_config_fields_raise_naming_the_field(overrides, error, pattern):
+    with pytest.raises(error, match=pattern):
+        GPTConfig.preset("tiny", **overrides)
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match="gpt-25m"):
+        GPTConfig.preset("huge")
+
+
+def test_config_round_trips_through_a_dict():
+    config = GPTConfig.preset("cpu", vocab_size=1000)
+    assert GPTConfig.from_dict(config.to_dict()) == config
+    assert config.vocab_size == 1000 and GPT_PRESETS["cpu"].vocab_size == 4096
+
+
+def test_sequence_longer_than_the_context_names_both_lengths():
+    model = GPT(tiny())
+    with pytest.raises(ValueError, match=r"65 exceeds .* context of 64"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "idx, error",
+    [
+        (torch.zeros(4, dtype=torch.long), ValueError),
+        (torch.zeros(1, 4), TypeError),
+        (torch.full((1, 4), 512), ValueError),
+        (torch.full((1, 4), -1), ValueError),
+    ],
+)
+def test_bad_token_ids_raise_a_clear_error(idx, error):
+    with pytest.raises(error, match="token ids|shape"):
+        GPT(tiny())(idx)
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"max_new_tokens": -1}, "max_new_tokens"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"eos_id": 512}, "eos_id"),
+    ],
+)
+def test_bad_generation_arguments_raise_naming_the_argument(kwargs, pattern):
+    model = GPT(tiny())
+    args = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(ValueError, match=pattern):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), **args)
+
+
+def test_targets_of_the_wrong_shape_are_refused():
+    model = GPT(tiny())
+    with pytest.raises(ValueError, match="targets"):
+        model(torch.zeros(2, 5, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long))
