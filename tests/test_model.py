@@ -130,8 +130,15 @@ def test_generation_with_and_without_the_kv_cache_gives_the_same_tokens(temperat
     prompt = random_tokens(config, 2, 7)
     # 7 + 70 tokens outgrow the context of 64: the window slides and the cache is refilled
     outs = [
-        model.generate(prompt, 70, temperature=temperature, top_k=top_k, top_p=top_p, use_cache=use_cache,
-                       generator=torch.Generator().manual_seed(5))
+        model.generate(
+            prompt,
+            70,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            use_cache=use_cache,
+            generator=torch.Generator().manual_seed(5),
+        )
         for use_cache in (True, False)
     ]
     assert outs[0].shape == (2, 77)
@@ -203,9 +210,10 @@ def test_parameter_formula_equals_the_modules_count(name, bias):
     model = GPT(config)
     counts = param_counts(config)
     assert sum(counts.values()) == model.num_params(non_embedding=False)
-    assert model.num_params(non_embedding=True) == model.num_params(non_embedding=False) - counts[
-        "token embedding (= LM head)"
-    ]
+    assert (
+        model.num_params(non_embedding=True)
+        == model.num_params(non_embedding=False) - counts["token embedding (= LM head)"]
+    )
     by_name = {
         "attention": sum(p.numel() for n, p in model.named_parameters() if ".attn." in n),
         "MLP": sum(p.numel() for n, p in model.named_parameters() if ".mlp." in n),
@@ -314,8 +322,12 @@ def test_model_cast_to_bfloat16_generates():
 @pytest.mark.parametrize(
     "device",
     [
-        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
-        pytest.param("mps", marks=pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no MPS device")),
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+        pytest.param(
+            "mps", marks=pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no MPS device")
+        ),
     ],
 )
 def test_accelerator_forward_and_cached_generation_match_cpu(device):
@@ -332,8 +344,10 @@ def test_accelerator_forward_and_cached_generation_match_cpu(device):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
-                    reason="torch.compile on CPU needs a C/C++ compiler (inductor generates C++)")
+@pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None,
+    reason="torch.compile on CPU needs a C/C++ compiler (inductor generates C++)",
+)
 def test_torch_compile_matches_eager_forward_and_backward():
     config = tiny(n_layer=1)
     model = seeded_model(config)
