@@ -1,0 +1,158 @@
+"""The learner's path, checked in a real browser: every notebook opened in JupyterLab, all its cells run
+(smoke mode) from Lab's own "Run All Cells" command, and what the page shows checked afterwards.
+
+- every notebook: every code cell ran, no error output in the notebook, no traceback or broken widget
+  drawn on the page; a screenshot of it (see conftest.py for where it goes);
+- 01_bpe: the tokenizer widget renders, and typing into its text box changes what it shows;
+- 06_training: the live figure changes while the training cell runs (two screenshots of it taken during
+  the run differ), and the final sample appears under its `=== sample ===` header.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from lab_harness import LabPage, error_outputs, notebook_names, notebooks_folder
+from PIL import Image, ImageChops
+
+pytestmark = pytest.mark.browser
+
+RUN_TIMEOUT_S = 240  # one notebook in smoke mode takes well under a minute; leave room on a busy machine
+MAX_SCREENSHOT_BYTES = 300_000
+
+TOKEN_INPUT = "document.querySelector('.gptlib-token-input input, input.gptlib-token-input')"
+TOKEN_OUTPUT = "document.querySelector('.gptlib-token-output')"
+SAMPLE_HEADER = "=== sample ==="
+# Notebooks with hooks of their own; every notebook found is checked in any case.
+HOOKED = ("01_bpe", "06_training")
+
+
+def expected_errors(cell: dict) -> bool:
+    """Cells that are meant to raise (nbval's marker or Lab's tag), e.g. showing a learner's error."""
+    return "raises-exception" in cell["tags"] or cell["source"].lstrip().startswith(
+        "# NBVAL_RAISES_EXCEPTION"
+    )
+
+
+def assert_ran_cleanly(lab: LabPage, name: str) -> None:
+    run = lab.run_state()
+    cells = lab.cells()
+    unexpected = [cell for cell in cells if not expected_errors(cell)]
+    errors = error_outputs(unexpected)
+    assert not errors, f"{name}: error outputs after Run All:\n" + "\n".join(errors)
+    drawn = lab.drawn_errors()
+    assert not drawn, f"{name}: the page shows a traceback or a broken widget:\n" + "\n---\n".join(drawn)
+    not_run = [
+        c["index"] for c in cells if c["type"] == "code" and c["source"].strip() and c["count"] is None
+    ]
+    assert not not_run, f"{name}: code cells {not_run} never ran"
+    assert run["error"] is None and run["ok"], f"{name}: Run All did not complete: {run}"
+
+
+def save_png(png: bytes, path: Path) -> None:
+    """Write a screenshot, reduced to a 256-colour palette when it would be too large for the docs."""
+    path.write_bytes(png)
+    if path.stat().st_size > MAX_SCREENSHOT_BYTES:
+        image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=256)
+        image.save(path, optimize=True)
+    assert path.stat().st_size < MAX_SCREENSHOT_BYTES, f"{path} is {path.stat().st_size} bytes"
+
+
+def images_differ(a: bytes, b: bytes) -> bool:
+    first, second = Image.open(io.BytesIO(a)).convert("RGB"), Image.open(io.BytesIO(b)).convert("RGB")
+    return first.size != second.size or ImageChops.difference(first, second).getbbox() is not None
+
+
+def check_token_widget(lab: LabPage) -> None:
+    """The tokenizer widget renders and answers typed text, as a learner would type it."""
+    page = lab.page
+    assert page.evaluate(f"!!{TOKEN_INPUT}"), (
+        "01_bpe: no text input with class gptlib-token-input on the page"
+    )
+    assert page.evaluate(f"!!{TOKEN_OUTPUT}"), "01_bpe: no output with class gptlib-token-output on the page"
+    shown = []
+    for text in ("To be, or not to be", "Romeo and Juliet"):
+        before = page.evaluate(f"{TOKEN_OUTPUT}.textContent")
+        box = lab.element_rect(TOKEN_INPUT)
+        page.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.evaluate(f"{TOKEN_INPUT}.select()")  # typing replaces what the box holds
+        page.insert_text(text)
+        assert page.evaluate(f"{TOKEN_INPUT}.value") == text, "01_bpe: the token input did not take the text"
+        after = page.wait_for(
+            f"(() => {{ const t = {TOKEN_OUTPUT}.textContent; return t !== {json.dumps(before)} && t; }})()",
+            timeout=30,
+            what=f"the token widget to answer the typed text {text!r}",
+        )
+        shown.append(after)
+    assert shown[0] != shown[1], "01_bpe: the token widget shows the same thing for two different texts"
+
+
+def watch_live_figure(lab: LabPage, timeout: float) -> tuple[int, bytes, bytes]:
+    """Two screenshots of the figure of the running training cell, taken while it runs, that differ;
+    and the index of that cell."""
+    first = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = lab.run_state()
+        if run["done"]:
+            break
+        index = lab.page.evaluate("__gptlib.runningCell()")
+        image = f"(__gptlib.runningCell() === {index} ? __gptlib.cellNode({index}).querySelector('.jp-OutputArea-output img') : null)"
+        shot = lab.screenshot_element(image) if index >= 0 else None
+        still_running = shot is not None and lab.page.evaluate("__gptlib.runningCell()") == index
+        if still_running:
+            if first is None or first[0] != index:
+                first = (index, shot)
+            elif images_differ(first[1], shot):
+                return index, first[1], shot
+        time.sleep(0.3)
+    if first is None:
+        raise AssertionError("06_training: no figure was shown while a cell was running")
+    raise AssertionError(
+        "06_training: the figure shown during training never changed before the cell finished"
+    )
+
+
+def check_sample(lab: LabPage) -> str:
+    texts = lab.page.evaluate("__gptlib.outputTexts()")
+    with_header = [t for t in texts if SAMPLE_HEADER in t]
+    assert with_header, f"06_training: no output on the page shows the {SAMPLE_HEADER!r} header"
+    sample = with_header[-1].split(SAMPLE_HEADER, 1)[1].strip()
+    assert len(sample) >= 10, (
+        f"06_training: the sample under {SAMPLE_HEADER!r} is empty or too short: {sample!r}"
+    )
+    return sample
+
+
+@pytest.mark.parametrize("name", sorted(set(notebook_names()) | set(HOOKED)))
+def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screenshot_dir, tmp_path):
+    if not (notebooks_folder() / f"{name}.ipynb").is_file():
+        pytest.fail(f"notebooks/{name}.ipynb does not exist; the learner's path needs it")
+    lab.open(f"{name}.ipynb")
+    try:
+        lab.start_run_all()
+        live = None
+        if name == "06_training":
+            live = watch_live_figure(lab, timeout=RUN_TIMEOUT_S)
+        lab.wait_run_done(timeout=RUN_TIMEOUT_S)
+        assert_ran_cleanly(lab, name)
+
+        if name == "01_bpe":
+            check_token_widget(lab)
+            lab.element_rect(TOKEN_INPUT)  # the screenshot shows the widget
+        elif name == "06_training":
+            index, *frames = live
+            for i, frame in enumerate(frames, 1):
+                (tmp_path / f"live-figure-{i}.png").write_bytes(frame)
+            check_sample(lab)
+            lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea-output img')")
+        else:
+            lab.page.evaluate("__gptlib.scrollToTop()")
+        time.sleep(0.3)
+        save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
+    finally:
+        lab.close_notebook()
