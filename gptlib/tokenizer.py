@@ -4,21 +4,22 @@
 
 # %% auto #0
 __all__ = ['GPT4_PATTERN', 'SPECIAL_TOKENS', 'DEFAULT_VOCAB_SIZE', 'FORMAT_NAME', 'FORMAT_VERSION', 'UINT16_LIMIT',
-           'TOKENIZER_FILE', 'VOCAB_FILE', 'TIKTOKEN_FILE', 'HF_FILE', 'TokenizerError', 'default_workers',
-           'count_chunks', 'train_merges', 'TrainStats', 'check_vocab_size', 'Tokenizer', 'tokenizer_payload',
-           'vocab_text', 'tiktoken_ranks_text', 'save_tokenizer', 'load_tokenizer', 'byte_to_unicode',
-           'huggingface_json']
+           'MAX_VOCAB_SIZE', 'TOKENIZER_FILE', 'VOCAB_FILE', 'TIKTOKEN_FILE', 'HF_FILE', 'TokenizerError',
+           'default_workers', 'count_chunks', 'train_merges', 'TrainStats', 'check_vocab_size', 'Tokenizer',
+           'tokenizer_payload', 'vocab_text', 'tiktoken_ranks_text', 'save_tokenizer', 'load_tokenizer',
+           'byte_to_unicode', 'huggingface_json']
 
 # %% ../notebooks/01_bpe.ipynb #c008
 import base64
 import hashlib
 import heapq
 import json
+import operator
 import os
 import re
 import sys
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -137,111 +138,120 @@ def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: 
     return total
 
 # %% ../notebooks/01_bpe.ipynb #c013
-_SHIFT = 32  # a pair (a, b) is the int a << 32 | b: dict keys and heap entries stay plain ints
-_LOW = (1 << _SHIFT) - 1
-_KEY_BITS = 64
-_KEY_MASK = (1 << _KEY_BITS) - 1
-_COUNT_CEILING = 1 << 62
+_COUNT_CEILING = 1 << 62  # heap entries are ints: (ceiling - count) << 42 | a << 21 | b
+_COUNT_SHIFT = 42
+_PAIR_MASK = (1 << 42) - 1
+MAX_VOCAB_SIZE = 0x110000  # token ids are held as code points while training
 
 
 def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> list[tuple[int, int]]:
-    """Learn up to `n_merges` BPE merges from distinct chunks and their counts. Token ids start at 256
-    (ids 0..255 are the bytes); merge `i` creates id `256 + i`.
+    """Learn up to `n_merges` BPE merges from distinct chunks and their counts. Ids 0..255 are the bytes;
+    merge `i` creates id `256 + i`.
 
-    Incremental, as in rustbpe (Karpathy's nanochat) and Sennrich et al.'s original algorithm:
-    pair counts are kept up to date after each merge by visiting only the chunks that hold the merged
-    pair, and a heap picks the next pair. Heap entries are refreshed lazily: a popped entry whose count
-    is stale is pushed back with its current count (counts of a pair only fall once it exists, so the
-    first up-to-date entry popped is the true best).
+    Incremental, as in rustbpe (Karpathy's nanochat) and in Sennrich et al.'s original algorithm: pair
+    counts stay up to date after each merge by visiting only the chunks that hold the merged pair, and a
+    heap picks the next pair. Heap entries are refreshed lazily: a popped entry whose count is stale is
+    pushed back with its current count (a pair's count only falls once the pair exists, so the first
+    up-to-date entry popped is the true best).
 
-    Tie-break (identical to rustbpe's): the pair with the highest count wins; among equal counts the
-    smallest pair (a, b), compared as (a, then b), wins. Pairs are counted over every position, so
-    `aaa` holds (a, a) twice; a merge rewrites each chunk left to right without overlaps.
+    Tie-break, identical to rustbpe's: the highest count wins; among equal counts the smallest pair
+    (a, b), compared on a then b, wins. Pairs are counted at every position (`aaa` holds (a, a) twice)
+    and a merge rewrites a chunk left to right without overlaps.
 
-    Stops early when no pair occurs any more (a small corpus) and returns the merges it made.
-    `progress`, when given, is called as `progress(n_merges_done)` every 256 merges."""
+    For speed a chunk is held as a str whose code points are token ids, so a merge is `str.replace`
+    and a pair is a 2-character string; both run in C. Stops early when no pair is left (a small corpus)
+    and returns the merges made. `progress`, if given, is called as `progress(merges_done)`."""
     words, weights = [], []
     for chunk, count in chunk_counts.items():
-        ids = list(chunk.encode("utf-8"))
-        if len(ids) >= 2:
-            words.append(ids)
+        word = chunk.encode("utf-8").decode("latin-1")  # one code point per byte, equal to the byte
+        if len(word) >= 2:
+            words.append(word)
             weights.append(count)
-    pair_counts: dict[int, int] = {}
-    where: dict[int, set[int]] = {}  # pair -> the words that may hold it
-    for index, ids in enumerate(words):
+    pair_counts = defaultdict(int)
+    where = defaultdict(list)  # pair -> the words that may hold it
+    for index, word in enumerate(words):
         weight = weights[index]
-        for key in map(int.__or__, [a << _SHIFT for a in ids[:-1]], ids[1:]):
-            pair_counts[key] = pair_counts.get(key, 0) + weight
-            (where.get(key) or where.setdefault(key, set())).add(index)
-    heap = [((_COUNT_CEILING - count) << _KEY_BITS) | key for key, count in pair_counts.items()]
+        pairs = list(map(operator.add, word, word[1:]))
+        for pair in pairs:
+            pair_counts[pair] += weight
+        for pair in set(pairs) if len(pairs) > 1 else pairs:
+            where[pair].append(index)
+    ceiling, shift, mask = _COUNT_CEILING, _COUNT_SHIFT, _PAIR_MASK
+    heap = [((ceiling - n) << shift) | (ord(p[0]) << 21) | ord(p[1]) for p, n in pair_counts.items()]
     heapq.heapify(heap)
-    merges: list[tuple[int, int]] = []
     heappop, heappush = heapq.heappop, heapq.heappush
+    merges: list[tuple[int, int]] = []
+    new_id = 256
     while len(merges) < n_merges and heap:
         entry = heappop(heap)
-        key = entry & _KEY_MASK
-        count = _COUNT_CEILING - (entry >> _KEY_BITS)
-        current = pair_counts.get(key, 0)
-        if current != count:  # stale: push back with the count it has now
-            if current > 0:
-                heappush(heap, ((_COUNT_CEILING - current) << _KEY_BITS) | key)
-            continue
-        a, b = key >> _SHIFT, key & _LOW
-        new = 256 + len(merges)
-        merges.append((a, b))
-        fresh: dict[int, set[int]] = {}  # pairs that hold the new id -> the words they appear in
-        for index in where.pop(key):
-            ids = words[index]
-            if a not in ids:
-                continue
-            weight = weights[index]
-            n = len(ids)
-            out = []
-            j = 0
-            while j < n:
-                x = ids[j]
-                if x == a and j + 1 < n and ids[j + 1] == b:
-                    if out:  # the pair on the left, (p, a), becomes (p, new)
-                        p = out[-1]
-                        pair_counts[(p << _SHIFT) | a] -= weight
-                        k = (p << _SHIFT) | new
-                        pair_counts[k] = pair_counts.get(k, 0) + weight
-                        (fresh.get(k) or fresh.setdefault(k, set())).add(index)
-                    if j + 2 < n:  # the pair on the right, (b, y), becomes (new, y)
-                        y = ids[j + 2]
-                        pair_counts[(b << _SHIFT) | y] -= weight
-                        k = (new << _SHIFT) | y
-                        pair_counts[k] = pair_counts.get(k, 0) + weight
-                        (fresh.get(k) or fresh.setdefault(k, set())).add(index)
-                    out.append(new)
-                    j += 2
-                else:
-                    out.append(x)
-                    j += 1
-            words[index] = out
-        del pair_counts[key]
-        for k, holders in fresh.items():
-            count = pair_counts[k]
+        key = entry & mask
+        a, b = chr(key >> 21), chr(key & 0x1FFFFF)
+        ab = a + b
+        count = pair_counts[ab]
+        if count != ceiling - (entry >> shift):  # stale: push back with the count it has now
             if count > 0:
-                where[k] = holders
-                heappush(heap, ((_COUNT_CEILING - count) << _KEY_BITS) | k)
-        if progress is not None and len(merges) % 256 == 0:
+                heappush(heap, ((ceiling - count) << shift) | key)
+            continue
+        merges.append((ord(a), ord(b)))
+        new = chr(new_id)
+        fresh = defaultdict(list)  # pairs that hold the new token -> the words they appear in
+        for index in where.pop(ab):
+            word = words[index]
+            if ab not in word:
+                continue  # an earlier merge took this occurrence
+            weight = weights[index]
+            word = words[index] = word.replace(ab, new)
+            last = len(word) - 1
+            i = word.find(new)
+            while i >= 0:
+                if i:  # left neighbour x: (x, a) becomes (x, new); after another new it is (new, new)
+                    x = word[i - 1]
+                    if x != new:
+                        pair_counts[x + a] -= weight
+                    pair = x + new
+                    pair_counts[pair] += weight
+                    fresh[pair].append(index)
+                if i < last:  # right neighbour y: (b, y) becomes (new, y); before another new, (b, a) goes
+                    y = word[i + 1]
+                    if y != new:
+                        pair_counts[b + y] -= weight
+                        pair = new + y
+                        pair_counts[pair] += weight
+                        fresh[pair].append(index)
+                    else:
+                        pair_counts[b + a] -= weight
+                i = word.find(new, i + 1)
+        del pair_counts[ab]
+        for pair, holders in fresh.items():
+            count = pair_counts[pair]
+            if count > 0:
+                where[pair] = holders
+                heappush(heap, ((ceiling - count) << shift) | (ord(pair[0]) << 21) | ord(pair[1]))
+        new_id += 1
+        if progress is not None and not new_id & 255:
             progress(len(merges))
     return merges
 
 # %% ../notebooks/01_bpe.ipynb #c014
+_NEVER = sys.maxsize  # the rank of a pair that is not a token
+
+
 def _bpe_short(piece: bytes, ranks: dict[bytes, int]) -> list[bytes]:
     "Merge the adjacent parts whose concatenation has the lowest rank (leftmost on ties), until none."
     parts = [piece[i : i + 1] for i in range(len(piece))]
-    while len(parts) > 1:
-        best_rank, best = None, -1
-        for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and (best_rank is None or rank < best_rank):
-                best_rank, best = rank, i
-        if best < 0:
+    get, never = ranks.get, _NEVER
+    pair_ranks = [get(left + right, never) for left, right in zip(parts, parts[1:])]
+    while pair_ranks:
+        best = min(pair_ranks)
+        if best == never:
             break
-        parts[best : best + 2] = [parts[best] + parts[best + 1]]
+        i = pair_ranks.index(best)  # the leftmost of the lowest
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        del pair_ranks[i]
+        if i < len(pair_ranks):
+            pair_ranks[i] = get(parts[i] + parts[i + 1], never)
+        if i > 0:
+            pair_ranks[i - 1] = get(parts[i - 1] + parts[i], never)
     return parts
 
 
@@ -315,6 +325,8 @@ def check_vocab_size(vocab_size) -> int:
             f"vocab_size={vocab_size} is too small: 256 byte tokens + {len(SPECIAL_TOKENS)} special tokens "
             f"need at least {smallest}"
         )
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is above the largest supported, {MAX_VOCAB_SIZE:,d}")
     if vocab_size > UINT16_LIMIT:
         warnings.warn(
             f"vocab_size={vocab_size} is above 65,536: token ids no longer fit in 2 bytes, so token shards "
