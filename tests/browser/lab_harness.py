@@ -432,6 +432,19 @@ window.__gptlib = {
       return info;
     });
   },
+  async runInNewKernel(code) {
+    // Start a kernel the way Lab does for a new notebook, run `code`, return its stdout.
+    const kernel = await window.jupyterapp.serviceManager.kernels.startNew({name: 'python3'});
+    try {
+      let text = '';
+      const future = kernel.requestExecute({code});
+      future.onIOPub = (msg) => { if (msg.header.msg_type === 'stream') text += msg.content.text; };
+      await future.done;
+      return text;
+    } finally {
+      await kernel.shutdown();
+    }
+  },
   cellNode(index) { return this.notebook.content.widgets[index].node; },
   runningCell() {
     // The first cell whose prompt shows `[*]` (queued cells show it too, but run after it).
@@ -534,6 +547,12 @@ class LabPage:
             return None
         time.sleep(0.1)  # let the scroll settle before the capture
         return self.page.screenshot(clip=rect)
+
+    def run_in_new_kernel(self, code: str, timeout: float = 90.0) -> str:
+        """The stdout of `code` run in a fresh kernel of Lab's default kind (`python3`)."""
+        return self.page.evaluate(
+            f"__gptlib.runInNewKernel({json.dumps(code)})", await_promise=True, timeout=timeout
+        )
 
     def close_notebook(self) -> None:
         self.page.evaluate("__gptlib.close()", await_promise=True, timeout=60)

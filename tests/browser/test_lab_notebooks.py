@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from lab_harness import LabPage, error_outputs, notebook_names, notebooks_folder
+from lab_harness import REPO, LabPage, error_outputs, notebook_names, notebooks_folder
 from PIL import Image, ImageChops
 
 pytestmark = pytest.mark.browser
@@ -126,6 +127,16 @@ def check_sample(lab: LabPage) -> str:
         f"06_training: the sample under {SAMPLE_HEADER!r} is empty or too short: {sample!r}"
     )
     return sample
+
+
+def test_lab_kernel_is_the_project_environment_in_smoke_mode(lab):
+    code = "import os, sys, gptlib; print(sys.prefix); print(gptlib.__file__); print(os.environ.get('GPTLIB_SMOKE'))"
+    prefix, package, smoke = lab.run_in_new_kernel(code).splitlines()
+    assert Path(prefix) == Path(sys.prefix), f"Lab's python3 kernel runs in {prefix}, not in {sys.prefix}"
+    assert Path(package).resolve().parent == (REPO / "gptlib").resolve(), (
+        f"the kernel imports gptlib from {package}"
+    )
+    assert smoke == "1", "the kernel does not see GPTLIB_SMOKE=1"
 
 
 @pytest.mark.parametrize("name", sorted(set(notebook_names()) | set(HOOKED)))
