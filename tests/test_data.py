@@ -127,7 +127,13 @@ def test_readable_count_matches_datatrove_metadata_style():
 def test_config_rejects_bad_values(tmp_path):
     with pytest.raises(ValueError, match="tokenizer"):
         DataConfig(out=tmp_path)
-    for field, value in (("shard_tokens", 0), ("chunk_chars", -1), ("workers", 0), ("seed", -3), ("val_fraction", 1.0)):
+    for field, value in (
+        ("shard_tokens", 0),
+        ("chunk_chars", -1),
+        ("workers", 0),
+        ("seed", -3),
+        ("val_fraction", 1.0),
+    ):
         with pytest.raises(ValueError, match=field):
             DataConfig(tokenizer=tmp_path, out=tmp_path, **{field: value})
 
@@ -147,7 +153,9 @@ def test_round_trip_text_to_shards_to_text_for_every_document(prepared, sources,
         for i, corpus_index in enumerate(split[name]):
             framed = tokens.document(i)
             assert framed[0] == tok.bos_id and framed[-1] == tok.eos_id
-            assert not np.isin(framed[1:-1], [tok.bos_id, tok.eos_id]).any(), "special ids appear only as frames"
+            assert not np.isin(framed[1:-1], [tok.bos_id, tok.eos_id]).any(), (
+                "special ids appear only as frames"
+            )
             assert tok.decode(framed[1:-1]) == docs[corpus_index].text
             seen.append(int(corpus_index))
     assert sorted(seen) == list(range(len(docs)))
@@ -168,19 +176,27 @@ def test_permutation_is_the_recorded_one_and_the_split_is_disjoint_and_complete(
 def test_manifest_records_format_tokenizer_and_checksums(prepared, tok):
     out, manifest = prepared
     assert read_manifest(out) == manifest
-    assert manifest["tokenizer"]["fingerprint"] == tok.fingerprint() and manifest["tokens"]["dtype"] == "uint16"
+    assert (
+        manifest["tokenizer"]["fingerprint"] == tok.fingerprint() and manifest["tokens"]["dtype"] == "uint16"
+    )
     shards = manifest["splits"]["train"]["shards"]
     assert len(shards) > 1, "the fixture is meant to span several shards"
     for shard in shards:
-        assert [Path(f["path"]).name for f in shard["files"]] == [shard["name"] + s for s in (".ds", ".ds.index", ".ds.metadata")]
+        assert [Path(f["path"]).name for f in shard["files"]] == [
+            shard["name"] + s for s in (".ds", ".ds.index", ".ds.metadata")
+        ]
         assert all(len(f["sha256"]) == 64 for f in shard["files"])
-    assert not list(out.glob(".work-*")) and not list(out.rglob("*.partial")), "no temporary files left behind"
+    assert not list(out.glob(".work-*")) and not list(out.rglob("*.partial")), (
+        "no temporary files left behind"
+    )
 
 
 def test_chunking_and_workers_do_not_change_the_shards(tmp_path, sources, prepared):
     _, reference = prepared
     other = prepare(config(sources, tmp_path / "other", chunk_chars=500, workers=2), progress=False)
-    digests = lambda m: [f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]]
+    digests = lambda m: [
+        f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]
+    ]
     assert digests(other) == digests(reference)
 
 
@@ -203,7 +219,9 @@ def test_rerun_with_the_same_inputs_reuses_the_finished_shards(tmp_path, sources
     assert changed["shuffle"]["seed"] == 8 and changed["key"] != first["key"], "new inputs rebuild"
 
 
-def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_completes(tmp_path, sources, prepared):
+def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_completes(
+    tmp_path, sources, prepared
+):
     out = tmp_path / "out"
     child = textwrap.dedent(f"""
         import os, signal
@@ -228,7 +246,9 @@ def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_co
     assert not (out / MANIFEST_NAME).exists()
     with pytest.raises(ShardError, match="no manifest.json"):
         open_split(out, "train")
-    assert not list(out.glob("train/*.ds")), "nothing is published before the manifest's preparation completes"
+    assert not list(out.glob("train/*.ds")), (
+        "nothing is published before the manifest's preparation completes"
+    )
     manifest = prepare(config(sources, out), progress=False)
     _, reference = prepared
     assert manifest["splits"] == reference["splits"] and manifest["key"] == reference["key"]
@@ -268,7 +288,10 @@ def test_hugging_face_datasets_stream_into_shards(tmp_path, monkeypatch, sources
     assert asked == [("someone/stories", None, "train", True)]
     assert manifest["corpus"]["n_documents"] == len(corpus_texts)
     reference = prepare(config(sources, tmp_path / "folder"), progress=False)
-    assert manifest["splits"]["val"]["shards"][0]["files"][0]["sha256"] == reference["splits"]["val"]["shards"][0]["files"][0]["sha256"]
+    assert (
+        manifest["splits"]["val"]["shards"][0]["files"][0]["sha256"]
+        == reference["splits"]["val"]["shards"][0]["files"][0]["sha256"]
+    )
 
 
 # --- the reader -------------------------------------------------------------------------------------------
@@ -388,12 +411,15 @@ def test_datatrove_reads_our_document_index_and_metadata(prepared, tok):
     out, manifest = prepared
     shard = out / manifest["splits"]["train"]["shards"][0]["files"][0]["path"]
     seq_len = 31
-    with_positions = dataset_module.DatatroveFileDataset(str(shard), seq_len=seq_len, token_size=2, return_positions=True)
+    with_positions = dataset_module.DatatroveFileDataset(
+        str(shard), seq_len=seq_len, token_size=2, return_positions=True
+    )
     from_eos = dataset_module.DatatroveFileDataset(str(shard), seq_len=seq_len, token_size=2, return_positions=True,
                                                    positions_from_eos_token_id=tok.eos_id)  # fmt: skip
     for i in range(len(with_positions)):
-        assert np.array_equal(with_positions[i]["positions"].numpy(), from_eos[i]["positions"].numpy()), \
+        assert np.array_equal(with_positions[i]["positions"].numpy(), from_eos[i]["positions"].numpy()), (
             "the .ds.index document ends agree with the eos ids DataTrove finds itself"
+        )
     first_line = (shard.parent / (shard.name + ".metadata")).read_text().splitlines()[0]
     name, token_size = first_line.split("|")  # what DataTrove's merger does
     assert int(token_size) == 2 and tok.fingerprint() in name
@@ -416,12 +442,18 @@ def test_nanogpt_export_then_import_is_the_identity(prepared, tmp_path, tok):
     out, manifest = prepared
     paths = export_nanogpt(out, tmp_path / "nanogpt")
     assert {p.name for p in paths.values()} == {"train.bin", "val.bin"}
-    assert np.array_equal(np.memmap(paths["val"], dtype=np.uint16, mode="r"), np.asarray(open_split(out, "val")))
-    back = import_bins(paths["train"], paths["val"], tmp_path / "back", tok, fmt="nanogpt", shard_tokens=3_000)
+    assert np.array_equal(
+        np.memmap(paths["val"], dtype=np.uint16, mode="r"), np.asarray(open_split(out, "val"))
+    )
+    back = import_bins(
+        paths["train"], paths["val"], tmp_path / "back", tok, fmt="nanogpt", shard_tokens=3_000
+    )
     for split in ("train", "val"):
         a, b = open_split(out, split), open_split(tmp_path / "back", split, tok)
         assert np.array_equal(np.asarray(a), np.asarray(b)) and np.array_equal(a.doc_ends, b.doc_ends)
-        assert [s["n_tokens"] for s in back["splits"][split]["shards"]] == [s["n_tokens"] for s in manifest["splits"][split]["shards"]]
+        assert [s["n_tokens"] for s in back["splits"][split]["shards"]] == [
+            s["n_tokens"] for s in manifest["splits"][split]["shards"]
+        ]
 
 
 def test_llmc_export_then_import_is_the_identity(prepared, tmp_path, tok):
@@ -473,7 +505,9 @@ def test_cli_prepares_shows_and_exports(sources, tmp_path, capsys):
     assert main(["data", "show", "--shards", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "verified" in shown and "val" in shown
-    assert main(["data", "export", "--shards", str(out), "--format", "llmc", "--out", str(tmp_path / "x")]) == 0
+    assert (
+        main(["data", "export", "--shards", str(out), "--format", "llmc", "--out", str(tmp_path / "x")]) == 0
+    )
     assert (tmp_path / "x" / "gptlib_train.bin").is_file()
     (out / MANIFEST_NAME).unlink()
     assert main(["data", "show", "--shards", str(out)]) == 2
