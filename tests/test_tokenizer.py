@@ -1,37 +1,449 @@
-"""Tests of gptlib.tokenizer: golden merges, parity with rustbpe, tiktoken and HF tokenizers, round trips,
-save/load and every corrupted-file case."""
+"""Tests of gptlib.tokenizer: a golden worked example, merges equal to rustbpe's, ids equal to tiktoken's
+and Hugging Face tokenizers', round trips (hypothesis), save/load and every corrupted-file case."""
 
 from __future__ import annotations
 
-import pytest
+import base64
+import json
+import pickle
+import random
+import warnings
 
-from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, TokenizerError
+import numpy as np
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gptlib.tokenizer as tokmod
+from gptlib.cli import main as cli_main
+from gptlib.corpus import open_corpus
+from gptlib.tokenizer import (
+    GPT4_PATTERN,
+    SPECIAL_TOKENS,
+    Tokenizer,
+    TokenizerError,
+    count_chunks,
+    train_merges,
+)
+
+rustbpe = pytest.importorskip("rustbpe")
+tiktoken = pytest.importorskip("tiktoken")
+hf_tokenizers = pytest.importorskip("tokenizers")
+
+HARD_STRINGS = [
+    "",
+    " ",
+    "    ",
+    "\n\n\n",
+    "\t \t\r\n  \n",
+    "trailing spaces   ",
+    "   leading spaces",
+    "hello world",
+    "Hello, WORLD! It's 12345 o'clock; don't you'll we've I'M",
+    "日本語のテキストと中文文本",
+    "한국어 텍스트",
+    "👨‍👩‍👧‍👦 family, 👍🏽 thumbs, 🏳️‍🌈 flag",
+    "e\u0301 vs \u00e9, a\u0308\u0304, Z\u0351\u0352\u0353",
+    "مرحبا بالعالم! שלום עולם",
+    "a\x00b\x00\x00c",
+    "x" * 3000,
+    "supercalifragilistic" * 50,
+    "0123456789" * 20,
+    "<|eos|>",
+    "text <|bos|> more <|eos|><|pad|> end <|unknown|>",
+    "<|eos",
+    "¹²³ ½ Ⅻ ٣٤٥",
+    "\u2028\u2029\u00a0\u1680\u3000 odd spaces",
+    "tab\tsep\tvalues\n",
+]
 
 
 @pytest.fixture(scope="module")
-def small_tokenizer():
-    text = "the quick brown fox jumps over the lazy dog, then the fox naps. " * 20
-    return Tokenizer.train([text, "Hello world! 123 4567"], 300, workers=1)
+def corpus_texts(shakespeare_texts):
+    return [doc.text for doc in open_corpus("shakespeare")]
 
 
-def test_special_tokens_take_the_last_three_ids(small_tokenizer):
-    tok = small_tokenizer
-    assert (tok.bos_id, tok.eos_id, tok.pad_id) == (tok.n_vocab - 3, tok.n_vocab - 2, tok.n_vocab - 1)
-    assert tok.encode("<|eos|>", allowed_special="all") == [tok.eos_id]
-    assert tok.eos_id not in tok.encode("<|eos|>")
-    assert tok.decode([tok.bos_id]) == SPECIAL_TOKENS[0]
+@pytest.fixture(scope="module")
+def small_texts(corpus_texts):
+    """Three plays plus text in other scripts, so the non-ASCII path is trained too."""
+    return corpus_texts[:3] + [" ".join(HARD_STRINGS)] * 3
 
 
-def test_save_load_round_trip(small_tokenizer, tmp_path):
-    small_tokenizer.save(tmp_path / "tok")
+@pytest.fixture(scope="module")
+def tokenizer(corpus_texts):
+    return Tokenizer.train(corpus_texts, 4096)
+
+
+# --- training -----------------------------------------------------------------------------------------
+
+
+def test_golden_worked_example_merges_by_hand():
+    # "aaabdaaabac" is one chunk. Counts: aa 4, ab 2, others 1 -> (a, a) = 256.
+    # Then "Z a b d Z a b a c": Za 2 and ab 2 tie -> the smaller pair (97, 98) = 257.
+    # Then "Z Y d Z Y a c": ZY 2 -> (256, 257) = 258. Then "X d X a c", all 1: smallest is (97, 99) = 259.
+    # Then "X d X W": smallest (100, 258) = 260, then "X V W": smallest (258, 260) = 261, leaving "U W".
+    expected = [(97, 97), (97, 98), (256, 257), (97, 99), (100, 258), (258, 260)]
+    tok = Tokenizer.train(["aaabdaaabac"], 256 + 6 + 3, workers=1)
+    assert tok.merges == expected
+    assert tok.encode("aaabdaaabac") == [261, 259]
+    reference = rustbpe.Tokenizer()
+    reference.train_from_iterator(["aaabdaaabac"], 256 + 6)
+    assert sorted(reference.get_mergeable_ranks(), key=lambda t: t[1])[256:] == [
+        (tok.token_bytes(256 + i), 256 + i) for i in range(6)
+    ]
+
+
+def test_running_out_of_pairs_stops_and_reports():
+    with pytest.warns(UserWarning, match="ran out of pairs after 7 of"):
+        tok = Tokenizer.train(["aaabdaaabac"], 1000, workers=1)
+    assert tok.train_stats.merges == 7 and tok.train_stats.ran_out_of_pairs
+    assert tok.merges[-1] == (261, 259) and tok.encode("aaabdaaabac") == [262]
+    assert tok.n_vocab == 256 + 7 + 3 and tok.eos_id == tok.n_vocab - 2
+
+
+def _rustbpe_ranks(texts, n_merges):
+    reference = rustbpe.Tokenizer()
+    reference.train_from_iterator(texts, 256 + n_merges, pattern=GPT4_PATTERN)
+    return [token for token, _ in sorted(reference.get_mergeable_ranks(), key=lambda t: t[1])]
+
+
+def test_merges_equal_rustbpe_on_a_small_mixed_script_corpus(small_texts):
+    ours = Tokenizer.train(small_texts, 2048, workers=1)
+    ours_tokens = [ours.token_bytes(i) for i in range(ours.n_vocab - 3)]
+    theirs = _rustbpe_ranks(small_texts, 2048 - 259)
+    first_difference = next((i for i, (a, b) in enumerate(zip(ours_tokens, theirs)) if a != b), None)
+    assert first_difference is None and len(ours_tokens) == len(theirs)
+
+
+def test_merges_equal_rustbpe_on_the_whole_corpus(tokenizer, corpus_texts):
+    theirs = _rustbpe_ranks(corpus_texts, 4096 - 259)
+    assert [tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab - 3)] == theirs
+
+
+def test_parallel_chunk_counts_equal_sequential(corpus_texts):
+    texts = corpus_texts[:6]
+    assert count_chunks(texts, workers=2, batch_chars=200_000) == count_chunks(texts, workers=1)
+
+
+def test_ascii_splitter_matches_the_regex_package():
+    splitter = tokmod._Splitter(GPT4_PATTERN)
+    if splitter.ascii_compiled is None:
+        pytest.skip("the ASCII fast split needs Python 3.11")
+    rng = random.Random(0)
+    alphabet = [chr(i) for i in range(128)] + ["'s", "'LL", " ", "\n", "\r\n", "ab", "12"] * 8
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        assert splitter.ascii_compiled.findall(text) == regex.findall(GPT4_PATTERN, text), repr(text)
+
+
+def test_train_merges_of_empty_counts_is_empty():
+    assert train_merges({}, 10) == []
+    assert train_merges({"a": 5}, 10) == []
+
+
+# --- bad training input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vocab_size", [0, 100, 258])
+def test_vocab_smaller_than_bytes_plus_specials_is_refused(vocab_size):
+    with pytest.raises(ValueError, match="too small"):
+        Tokenizer.train(["some text"], vocab_size)
+
+
+def test_vocab_size_must_be_an_int():
+    with pytest.raises(TypeError, match="vocab_size must be an int"):
+        Tokenizer.train(["some text"], 1000.0)
+
+
+@pytest.mark.parametrize("texts", [[], [""], ["", ""]])
+def test_empty_corpus_is_refused(texts):
+    with pytest.raises(TokenizerError, match="empty"):
+        Tokenizer.train(texts, 300)
+
+
+def test_whitespace_only_corpus_is_refused():
+    with pytest.raises(TokenizerError, match="only whitespace"):
+        Tokenizer.train(["   \n\n  ", "\t"], 300)
+
+
+def test_a_single_string_or_bytes_is_refused():
+    with pytest.raises(TypeError, match="not a single str"):
+        Tokenizer.train("a whole corpus as one string", 300)
+    with pytest.raises(TypeError, match="document 1 is a bytes"):
+        Tokenizer.train(["fine", b"raw bytes"], 300)
+
+
+def test_vocab_above_65536_warns_about_4_byte_shards():
+    with pytest.warns(UserWarning) as caught:
+        Tokenizer.train(["a small text, so it also runs out of pairs"], 70_000, workers=1)
+    messages = [str(w.message) for w in caught]
+    assert any("4-byte" in m for m in messages) and any("ran out of pairs" in m for m in messages)
+
+
+def test_bad_pattern_is_a_clear_error():
+    with pytest.raises(TokenizerError, match="not a valid regex"):
+        Tokenizer.train(["text"], 300, pattern="(unclosed")
+
+
+# --- encoding: parity with tiktoken and Hugging Face tokenizers ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hf(tokenizer, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hf")
+    tokenizer.save(folder)
+    loaded = hf_tokenizers.Tokenizer.from_file(str(folder / "hf" / "tokenizer.json"))
+    loaded.encode_special_tokens = True  # special-token spellings are text, as in our default
+    return loaded
+
+
+def test_python_and_tiktoken_encoders_agree_on_the_corpus(tokenizer, corpus_texts):
+    python, fast = tokenizer.with_backend("python"), tokenizer.with_backend("tiktoken")
+    assert fast.backend == "tiktoken" and python.backend == "python"
+    for text in corpus_texts[::4]:
+        assert python.encode(text) == fast.encode(text)
+
+
+@pytest.mark.parametrize("text", HARD_STRINGS)
+def test_python_tiktoken_and_hf_agree_on_hard_strings(tokenizer, hf, text):
+    python, fast = tokenizer.with_backend("python"), tokenizer.with_backend("tiktoken")
+    ids = python.encode(text)
+    assert ids == fast.encode(text)
+    assert ids == hf.encode(text).ids
+    assert tokenizer.decode(ids) == text
+    assert python.encode(text, "all") == fast.encode(text, "all")
+
+
+def test_hf_export_agrees_on_the_corpus(tokenizer, hf, corpus_texts):
+    texts = corpus_texts[1::3]
+    assert [e.ids for e in hf.encode_batch(texts)] == tokenizer.encode_batch(texts)
+
+
+def test_hf_export_with_specials_allowed(tokenizer, tmp_path):
+    tokenizer.save(tmp_path)
+    loaded = hf_tokenizers.Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
+    text = "<|bos|>Exeunt.<|eos|><|pad|>"
+    assert loaded.encode(text).ids == tokenizer.encode(text, allowed_special="all")
+    assert loaded.decode(tokenizer.encode("Exeunt all, save Hamlet.")) == "Exeunt all, save Hamlet."
+
+
+def test_tiktoken_ranks_file_loads_into_tiktoken(tokenizer, tmp_path):
+    from tiktoken.load import load_tiktoken_bpe
+
+    tokenizer.save(tmp_path)
+    ranks = load_tiktoken_bpe(str(tmp_path / "tokenizer.tiktoken"))
+    assert ranks == tokenizer.mergeable_ranks()
+    encoding = tiktoken.Encoding("ours", pat_str=GPT4_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    assert encoding.encode_ordinary("To be, or not to be") == tokenizer.encode("To be, or not to be")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_round_trip_and_encoder_parity_on_any_text(tokenizer, text):
+    ids = tokenizer.with_backend("python").encode(text)
+    assert tokenizer.decode(ids) == text
+    assert ids == tokenizer.with_backend("tiktoken").encode(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF), min_size=65, max_size=400))
+def test_long_chunk_merge_equals_the_short_one(tokenizer, text):
+    piece = text.encode("utf-8")
+    ranks = tokenizer._ranks
+    assert tokmod._bpe_long(piece, ranks) == tokmod._bpe_short(piece, ranks)
+
+
+def test_very_long_words_encode_fast_and_equal(tokenizer):
+    word = "".join(random.Random(1).choice("abcdefgh") for _ in range(20_000))
+    assert tokenizer.with_backend("python").encode(word) == tokenizer.with_backend("tiktoken").encode(word)
+
+
+def test_lone_surrogates_become_replacement_characters(tokenizer):
+    text = "a\ud800b \udfff"
+    python, fast = tokenizer.with_backend("python"), tokenizer.with_backend("tiktoken")
+    assert python.encode(text) == fast.encode(text)
+    assert tokenizer.decode(python.encode(text)) == "a\ufffdb \ufffd"
+
+
+def test_encode_batch_equals_encode_with_processes(tokenizer, corpus_texts, monkeypatch):
+    python = tokenizer.with_backend("python")
+    texts = [text[:20_000] for text in corpus_texts[:8]] + ["", "<|eos|>"]
+    monkeypatch.setattr(tokmod, "_PARALLEL_MIN_CHARS", 0)
+    expected = [python.encode(text) for text in texts]
+    assert python.encode_batch(texts, workers=2) == expected
+    assert tokenizer.with_backend("tiktoken").encode_batch(texts, workers=2) == expected
+    assert python.encode_batch(texts, "all", workers=2)[-1] == [tokenizer.eos_id]
+
+
+# --- special tokens ------------------------------------------------------------------------------------
+
+
+def test_special_tokens_take_the_last_three_ids(tokenizer):
+    assert (tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id) == (4093, 4094, 4095)
+    assert tokenizer.special_tokens == dict(zip(SPECIAL_TOKENS, (4093, 4094, 4095)))
+
+
+@pytest.mark.parametrize("backend", ["python", "tiktoken"])
+def test_special_spellings_are_text_unless_allowed(tokenizer, backend):
+    tok = tokenizer.with_backend(backend)
+    text = "<|bos|>Enter Ghost.<|eos|>"
+    plain = tok.encode(text)
+    assert not set(plain) & set(tok.special_tokens.values())
+    assert tok.decode(plain) == text
+    allowed = tok.encode(text, allowed_special="all")
+    assert allowed[0] == tok.bos_id and allowed[-1] == tok.eos_id and tok.decode(allowed) == text
+    only_eos = tok.encode(text, allowed_special={"<|eos|>"})
+    assert only_eos[-1] == tok.eos_id and tok.bos_id not in only_eos
+
+
+def test_unknown_allowed_special_is_refused(tokenizer):
+    with pytest.raises(ValueError, match="unknown special tokens"):
+        tokenizer.encode("x", allowed_special={"<|endoftext|>"})
+    with pytest.raises(ValueError, match="allowed_special must be"):
+        tokenizer.encode("x", allowed_special="some")
+    with pytest.raises(TypeError, match="encode takes a str"):
+        tokenizer.encode(b"bytes")
+
+
+# --- decoding ------------------------------------------------------------------------------------------
+
+
+def test_decode_never_raises(tokenizer):
+    e_acute = tokenizer.encode("é")
+    assert len(tokenizer.token_bytes(e_acute[0])) == 1  # "é" is two byte tokens
+    assert tokenizer.decode(e_acute[:1]) == "\ufffd"
+    assert tokenizer.decode([0xFF, 65]) == "\ufffdA"
+    assert tokenizer.decode([-1, 65, 10**9]) == "\ufffdA\ufffd"
+    assert tokenizer.decode(np.array(tokenizer.encode("numpy ids"))) == "numpy ids"
+    assert tokenizer.decode([]) == ""
+
+
+def test_token_byte_lengths_count_the_bytes(tokenizer, corpus_texts):
+    lengths = tokenizer.token_byte_lengths()
+    assert lengths.dtype == np.int32 and lengths.shape == (tokenizer.n_vocab,)
+    assert list(lengths[-3:]) == [0, 0, 0]
+    text = corpus_texts[7][:50_000] + " 日本 👍"
+    assert int(lengths[tokenizer.encode(text)].sum()) == len(text.encode("utf-8"))
+
+
+# --- identity, save and load -----------------------------------------------------------------------------
+
+
+def test_fingerprint_is_stable_and_tells_tokenizers_apart(tokenizer, corpus_texts):
+    again = Tokenizer(tokenizer.merges)
+    assert again.fingerprint() == tokenizer.fingerprint() and again == tokenizer
+    assert Tokenizer(tokenizer.merges[:-1]).fingerprint() != tokenizer.fingerprint()
+    assert pickle.loads(pickle.dumps(tokenizer)).fingerprint() == tokenizer.fingerprint()
+
+
+def test_save_load_round_trip(tokenizer, tmp_path):
+    tokenizer.save(tmp_path / "tok")
     loaded = Tokenizer.load(tmp_path / "tok")
-    assert loaded.fingerprint() == small_tokenizer.fingerprint()
-    assert loaded.merges == small_tokenizer.merges
+    assert loaded.merges == tokenizer.merges and loaded.fingerprint() == tokenizer.fingerprint()
+    assert Tokenizer.load(tmp_path / "tok" / "tokenizer.json") == tokenizer
+    vocab = (tmp_path / "tok" / "tokenizer.vocab").read_text(encoding="utf-8")
+    assert f"{tokenizer.eos_id}\t<|eos|> (special)" in vocab
+    assert not list((tmp_path / "tok").glob("*.tmp"))
 
 
-def test_truncated_file_is_a_clear_error(small_tokenizer, tmp_path):
-    small_tokenizer.save(tmp_path)
+def _corrupt(folder, edit):
+    path = folder / "tokenizer.json"
+    payload = json.loads(path.read_text())
+    edit(payload)
+    path.write_text(json.dumps(payload))
+
+
+def _set(key, value):
+    return lambda payload: payload.__setitem__(key, value)
+
+
+def _swap_first_merge(payload):
+    payload["merges"][0] = [payload["merges"][0][1], payload["merges"][0][0]]
+
+
+CORRUPTIONS = [
+    ("format", _set("format", "something-else"), "format is 'something-else'"),
+    ("version", _set("version", 99), "version 99"),
+    ("missing merges", lambda p: p.pop("merges"), r"fields \['merges'\] are missing"),
+    ("merge not a pair", lambda p: p["merges"].__setitem__(3, [1, 2, 3]), "merge 3 is"),
+    ("merge of strings", lambda p: p["merges"].__setitem__(3, ["a", "b"]), "merge 3 is"),
+    ("future id", lambda p: p["merges"].__setitem__(0, [300, 1]), "contiguous"),
+    ("n_vocab", _set("n_vocab", 5), "n_vocab is 5"),
+    ("specials", _set("special_tokens", {"<|eos|>": 0}), "special_tokens is"),
+    ("edited merge", _swap_first_merge, "fingerprint does not match"),
+    ("duplicate token", lambda p: p["merges"].__setitem__(1, p["merges"][0]), "same bytes"),
+    ("pattern", _set("pattern", "(unclosed"), "not a valid regex"),
+    ("emptied", lambda p: p.clear(), "format is None"),
+]
+
+
+@pytest.mark.parametrize("name,edit,message", CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
+def test_corrupted_file_is_a_clear_error(tokenizer, tmp_path, name, edit, message):
+    tokenizer.save(tmp_path)
+    _corrupt(tmp_path, edit)
+    with pytest.raises(TokenizerError, match=message):
+        Tokenizer.load(tmp_path)
+
+
+def test_truncated_garbage_and_missing_files_are_clear_errors(tokenizer, tmp_path):
+    tokenizer.save(tmp_path)
     path = tmp_path / "tokenizer.json"
-    path.write_text(path.read_text()[:100])
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
     with pytest.raises(TokenizerError, match="not valid JSON"):
         Tokenizer.load(tmp_path)
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TokenizerError, match="not UTF-8"):
+        Tokenizer.load(tmp_path)
+    path.write_text("[1, 2]")
+    with pytest.raises(TokenizerError, match="not a JSON object"):
+        Tokenizer.load(tmp_path)
+    with pytest.raises(TokenizerError, match="no tokenizer at"):
+        Tokenizer.load(tmp_path / "nowhere")
+
+
+# --- command line ---------------------------------------------------------------------------------------
+
+
+def test_cli_train_encode_decode(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat on the mat. " * 50, encoding="utf-8")
+    (corpus / "b.txt").write_text("the dog sat on the log! " * 50, encoding="utf-8")
+    out = tmp_path / "tok"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cli_main(["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "300", "--out", str(out),
+                         "-q", "--workers", "1"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "of 41 merges" in printed and "saved to" in printed
+    assert (
+        cli_main(
+            ["tokenizer", "encode", "--tokenizer", str(out), "--text", "the cat <|eos|>", "--allow-special"]
+        )
+        == 0
+    )
+    ids = json.loads(capsys.readouterr().out)
+    assert ids[-1] == Tokenizer.load(out).eos_id
+    assert cli_main(["tokenizer", "decode", "--tokenizer", str(out), "--ids", json.dumps(ids)]) == 0
+    assert capsys.readouterr().out == "the cat <|eos|>\n"
+
+
+def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    assert cli_main(["tokenizer", "train", "--corpus", str(corpus), "--out", str(tmp_path / "t"), "-q"]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
+    assert cli_main(["tokenizer", "train", "--corpus", "shakespeare", "--vocab-size", "10", "-q"]) == 2
+    assert "too small" in capsys.readouterr().err
+    assert cli_main(["tokenizer", "encode", "--tokenizer", str(tmp_path / "missing"), "--text", "x"]) == 2
+    assert "no tokenizer at" in capsys.readouterr().err
+
+
+def test_base64_ranks_file_is_one_line_per_token(tokenizer):
+    lines = tokmod.tiktoken_ranks_text(tokenizer).splitlines()
+    assert len(lines) == tokenizer.n_vocab - 3
+    token, rank = lines[300].split()
+    assert base64.b64decode(token) == tokenizer.token_bytes(int(rank)) and rank == "300"
