@@ -571,8 +571,10 @@ class TokenSplit:
     def __getitem__(self, key):
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
-            view = self.read(start, max(start, stop)) if step > 0 else self.read(stop + 1, start + 1)
-            return view if step == 1 else view[::step] if step > 0 else view[::-1][:: -step]
+            if step < 0:
+                raise ValueError("TokenSplit slices take a positive step")
+            view = self.read(start, max(start, stop))
+            return view if step == 1 else view[::step]
         index = int(key)
         index = index + len(self) if index < 0 else index
         return self.read(index, index + 1)[0]
