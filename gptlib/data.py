@@ -472,7 +472,8 @@ def read_manifest(folder) -> dict:
                 for f in shard["files"]:
                     if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
                         raise ShardError(f"{path}: shard path {f['path']!r} leaves the folder")
-                    int(f["bytes"]), str(f["sha256"])
+                    if not isinstance(f["bytes"], int) or not isinstance(f["sha256"], str):
+                        raise ShardError(f"{path}: bad size or checksum for {f['path']!r}")
             if sum(s["n_tokens"] for s in entry["shards"]) != entry["n_tokens"]:
                 raise ShardError(f"{path}: split {split!r} token count disagrees with its shards")
     except (KeyError, TypeError, ValueError) as e:
@@ -516,7 +517,10 @@ def verify_split(folder, manifest: dict, split: str, checksums: bool = True) -> 
             )
         if index_path.stat().st_size != 8 * shard["n_documents"]:
             raise ShardError(f"{index_path} does not hold {shard['n_documents']} uint64 document ends")
-        first_line = meta_path.read_text(encoding="utf-8").splitlines()[0]
+        try:
+            first_line = (meta_path.read_text(encoding="utf-8").splitlines() or [""])[0]
+        except UnicodeDecodeError as e:
+            raise ShardError(f"{meta_path} is not text: {e}") from e
         size = first_line.rsplit("|", 1)[-1]
         if size != str(dtype.itemsize):
             raise ShardError(f"{meta_path} says token size {size!r}, the manifest's dtype is {dtype.name} ({dtype.itemsize})")

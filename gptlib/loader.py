@@ -105,13 +105,14 @@ class BatchLoader:
     """An endless, seeded, resumable stream of `(x, y)` int64 batches of shape (B, T) on `device`, read
     from the memory-mapped shards of `split`. `state_dict()` is `{"epoch", "position", "seed"}`; loading it
     yields exactly the batches that followed when it was saved. Rank `rank` of `world_size` sees its own
-    disjoint windows."""
+    disjoint windows. The shards are validated on construction (`checksums=False`: sizes only; a passed
+    check is remembered per file for the life of the process)."""
 
     def __init__(self, shards: Path, split: str, batch_size: int, context: int, *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, num_workers: int = 2, device="cpu", tokenizer=None):  # fmt: skip
+                 world_size: int = 1, num_workers: int = 2, device="cpu", tokenizer=None, checksums: bool = True):  # fmt: skip
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
-        self.tokens = open_split(shards, split, tokenizer)
+        self.tokens = open_split(shards, split, tokenizer, checksums=checksums)
         self.dataset = WindowBatches(self.tokens, batch_size, context, seed=seed, rank=rank, world_size=world_size)
         self.device = torch.device(device)
         self.num_workers = num_workers
@@ -193,7 +194,7 @@ class BatchLoader:
 
 # %% ../notebooks/03_loader.ipynb #88e63479
 def eval_batches(shards, split, batch_size: int, context: int, max_batches: int | None = None, device="cpu", *,
-                 rank: int = 0, world_size: int = 1, tokenizer=None):  # fmt: skip
+                 rank: int = 0, world_size: int = 1, tokenizer=None, checksums: bool = True):  # fmt: skip
     """A deterministic pass over a split's windows in order (rank `rank` of `world_size` takes every
     `world_size`-th window): up to `max_batches` full batches of (x, y), each (B, T) int64 on `device`. A
     split with fewer than `batch_size` windows gives one smaller batch."""
@@ -202,7 +203,7 @@ def eval_batches(shards, split, batch_size: int, context: int, max_batches: int 
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if max_batches is not None and (not isinstance(max_batches, int) or max_batches < 1):
         raise ValueError(f"max_batches must be None or a positive int, got {max_batches!r}")
-    tokens = open_split(shards, split, tokenizer)
+    tokens = open_split(shards, split, tokenizer, checksums=checksums)
     windows = rank_windows(np.arange((len(tokens) - 1) // context), rank, world_size)
     if len(windows) == 0:
         raise ValueError(f"split {split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks")
