@@ -82,25 +82,26 @@ class ShardError(ValueError):
 
 
 @contextmanager
-def atomic_open(path: Path):
-    """Open `path` for binary writing under a temporary name; on success flush, fsync and rename it into
-    place. On any error (or a kill) the final name is never created and the temporary file is removed
-    when Python still can."""
+def atomic_open(path: Path, durable: bool = True):
+    """Open `path` for binary writing under a temporary name; on success flush, fsync (when `durable`) and
+    rename it into place. On any error (or a kill) the final name is never created and the temporary file
+    is removed when Python still can."""
     path = Path(path)
     partial = path.with_name(f".{path.name}.partial")
     try:
         with open(partial, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    with atomic_open(path) as f:
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    with atomic_open(path, durable) as f:
         f.write(data)
 
 # %% ../notebooks/02_data.ipynb #81931217
@@ -250,23 +251,24 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
     lengths, chunk_of, n_bytes, corpus_digest = [], [], 0, hashlib.sha256()
     bar = tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress)
     for k, chunk in enumerate(document_chunks(corpus, cfg.chunk_chars)):
-        texts = [doc.text for doc in chunk]
+        chunk_bytes = 0
         for doc in chunk:
-            corpus_digest.update(f"{doc.name}\0{doc.text}\0".encode())
-        done = stream / f"chunk_{k:06d}.len.npy"
-        tokens_path = stream / f"chunk_{k:06d}.tok"
+            encoded = doc.text.encode("utf-8")
+            corpus_digest.update(doc.name.encode("utf-8") + b"\0" + encoded + b"\0")
+            chunk_bytes += len(encoded)
+        done, tokens_path = stream / f"chunk_{k:06d}.json", stream / f"chunk_{k:06d}.tok"
         chunk_lengths = _finished_chunk(done, tokens_path, len(chunk), dtype)
         if chunk_lengths is None:
-            framed = encode_documents(tokenizer, texts, dtype, cfg.workers)
-            with atomic_open(tokens_path) as f:
+            framed = encode_documents(tokenizer, [doc.text for doc in chunk], dtype, cfg.workers)
+            digest = hashlib.sha256()
+            with atomic_open(tokens_path, durable=False) as f:
                 for tokens in framed:
-                    f.write(memoryview(tokens).cast("B"))
+                    _copy_document(f, digest, tokens)
             chunk_lengths = np.array([len(t) for t in framed], dtype=np.int64)
-            with atomic_open(done) as f:
-                np.save(f, chunk_lengths, allow_pickle=False)
+            record = {"lengths": chunk_lengths.tolist(), "sha256": digest.hexdigest()}
+            atomic_write(done, json.dumps(record).encode(), durable=False)
         lengths.append(chunk_lengths)
         chunk_of.append(np.full(len(chunk), k, dtype=np.int64))
-        chunk_bytes = sum(len(t.encode("utf-8")) for t in texts)
         n_bytes += chunk_bytes
         bar.update(chunk_bytes)
     bar.close()
@@ -276,16 +278,19 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
 
 
 def _finished_chunk(done: Path, tokens_path: Path, n_documents: int, dtype) -> np.ndarray | None:
-    """The lengths of a stream chunk an earlier run finished, or None when it must be (re)done."""
+    """The lengths of a stream chunk an earlier run finished and whose checksum still matches, or None
+    when it must be (re)done."""
     if not done.is_file() or not tokens_path.is_file():
         return None
     try:
-        lengths = np.load(done, allow_pickle=False)
-    except (ValueError, OSError):
+        record = json.loads(done.read_text(encoding="utf-8"))
+        lengths = np.array(record["lengths"], dtype=np.int64)
+        expected = str(record["sha256"])
+    except (ValueError, KeyError, TypeError, OSError):
         return None
     if len(lengths) != n_documents or tokens_path.stat().st_size != int(lengths.sum()) * np.dtype(dtype).itemsize:
         return None
-    return lengths
+    return lengths if _sha256_of(tokens_path) == expected else None
 
 # %% ../notebooks/02_data.ipynb #e462e0c5
 def _stream_reader(stream: Path, lengths: np.ndarray, chunk_of: np.ndarray, dtype):
