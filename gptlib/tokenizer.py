@@ -180,6 +180,7 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
     heap = [((ceiling - n) << shift) | (ord(p[0]) << 21) | ord(p[1]) for p, n in pair_counts.items()]
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
+    weight_of = weights.__getitem__
     merges: list[tuple[int, int]] = []
     new_id = 256
     while len(merges) < n_merges and heap:
@@ -194,45 +195,45 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
             continue
         merges.append((ord(a), ord(b)))
         new = chr(new_id)
-        fresh = defaultdict(list)  # pairs that hold the new token -> the words they appear in
+        fresh = defaultdict(list)  # pair holding the new token -> its words, once per occurrence
         for index in where.pop(ab):
             word = words[index]
-            if ab not in word:
+            merged = word.replace(ab, new)
+            if merged is word:
                 continue  # an earlier merge took this occurrence
+            words[index] = merged
             weight = weights[index]
-            word = words[index] = word.replace(ab, new)
-            last = len(word) - 1
-            i = word.find(new)
-            while i >= 0:
+            last = len(merged) - 1
+            occurrences = len(word) - len(merged)
+            i = merged.find(new)
+            while True:
                 if i:  # left neighbour x: (x, a) becomes (x, new); after another new it is (new, new)
-                    x = word[i - 1]
+                    x = merged[i - 1]
                     if x != new:
                         pair_counts[x + a] -= weight
-                    pair = x + new
-                    pair_counts[pair] += weight
-                    fresh[pair].append(index)
+                    fresh[x + new].append(index)
                 if i < last:  # right neighbour y: (b, y) becomes (new, y); before another new, (b, a) goes
-                    y = word[i + 1]
+                    y = merged[i + 1]
                     if y != new:
                         pair_counts[b + y] -= weight
-                        pair = new + y
-                        pair_counts[pair] += weight
-                        fresh[pair].append(index)
+                        fresh[new + y].append(index)
                     else:
                         pair_counts[b + a] -= weight
-                i = word.find(new, i + 1)
+                occurrences -= 1
+                if not occurrences:
+                    break
+                i = merged.find(new, i + 1)
         del pair_counts[ab]
-        for pair, holders in fresh.items():
-            count = pair_counts[pair]
-            if count > 0:
-                where[pair] = holders
-                heappush(heap, ((ceiling - count) << shift) | (ord(pair[0]) << 21) | ord(pair[1]))
+        for pair, holders in fresh.items():  # new pairs only ever gain: their count is a sum of weights
+            count = pair_counts[pair] = sum(map(weight_of, holders))
+            where[pair] = holders
+            heappush(heap, ((ceiling - count) << shift) | (ord(pair[0]) << 21) | ord(pair[1]))
         new_id += 1
         if progress is not None and not new_id & 255:
             progress(len(merges))
     return merges
 
-# %% ../notebooks/01_bpe.ipynb #c032
+# %% ../notebooks/01_bpe.ipynb #c034
 _NEVER = sys.maxsize  # the rank of a pair that is not a token
 
 
@@ -300,7 +301,7 @@ def bpe_encode_chunk(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
     parts = _bpe_short(piece, ranks) if len(piece) <= _LONG_CHUNK else _bpe_long(piece, ranks)
     return [ranks[part] for part in parts]
 
-# %% ../notebooks/01_bpe.ipynb #c036
+# %% ../notebooks/01_bpe.ipynb #c038
 @dataclass(frozen=True)
 class TrainStats:
     "What `Tokenizer.train` saw and did (kept on the tokenizer it returns, as `train_stats`)."
@@ -367,7 +368,7 @@ def _encode_in_worker(texts: list[str], allowed_special) -> list[list[int]]:
 def _rebuild_tokenizer(merges, pattern, backend):
     return Tokenizer(merges, pattern, backend=backend)
 
-# %% ../notebooks/01_bpe.ipynb #c037
+# %% ../notebooks/01_bpe.ipynb #c039
 class Tokenizer:
     """A byte-level BPE tokenizer: `merges[i] = (a, b)` makes token `256 + i` from tokens a and b, and the
     three special tokens take the last ids. Encodes with tiktoken when it is installed (`backend="auto"`),
@@ -402,6 +403,7 @@ class Tokenizer:
         self._decode_table = token_bytes + [name.encode("utf-8") for name in SPECIAL_TOKENS]
         self._cache: dict[str, tuple[int, ...]] = {}
         self._tiktoken = None
+        self._fingerprint = None
         self.train_stats: TrainStats | None = None
         self.backend = backend
 
@@ -488,8 +490,10 @@ class Tokenizer:
 
     def fingerprint(self) -> str:
         "sha256 hex of the canonical content (pattern, merges, specials): equal fingerprints encode alike."
-        canonical = {"pattern": self._pattern, "merges": self._merges, "special_tokens": list(SPECIAL_TOKENS)}
-        return hashlib.sha256(json.dumps(canonical, separators=(",", ":")).encode("utf-8")).hexdigest()
+        if self._fingerprint is None:
+            canonical = {"pattern": self._pattern, "merges": self._merges, "special_tokens": list(SPECIAL_TOKENS)}
+            self._fingerprint = hashlib.sha256(json.dumps(canonical, separators=(",", ":")).encode()).hexdigest()
+        return self._fingerprint
 
     def __repr__(self) -> str:
         return f"Tokenizer(n_vocab={self.n_vocab}, merges={len(self._merges)}, backend={self.backend!r})"
@@ -638,7 +642,7 @@ class Tokenizer:
         "Read and validate `folder/tokenizer.json` (or that file's path); `TokenizerError` if it is bad."
         return load_tokenizer(folder)
 
-# %% ../notebooks/01_bpe.ipynb #c046
+# %% ../notebooks/01_bpe.ipynb #c048
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "tokenizer.vocab"
 TIKTOKEN_FILE = "tokenizer.tiktoken"
@@ -750,7 +754,7 @@ def load_tokenizer(folder) -> "Tokenizer":
              "the fingerprint does not match the content (edited or corrupted)")
     return tokenizer
 
-# %% ../notebooks/01_bpe.ipynb #c047
+# %% ../notebooks/01_bpe.ipynb #c049
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-ins for bytes, which byte-level BPE in Hugging Face `tokenizers` uses:
     printable Latin-1 bytes stand for themselves, the others map to code points from 256 up."""
