@@ -10,7 +10,9 @@ import json
 import math
 import os
 import shutil
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -242,35 +244,56 @@ def encode_documents(tokenizer, texts: list[str], dtype, workers: int | None = N
     return [frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype) for one in ids]
 
 
+def _write_chunk(stream: Path, k: int, ids: list[list[int]], tokenizer, dtype) -> np.ndarray:
+    """Frame one chunk's token ids and write its stream file, then its JSON record (lengths, sha256)."""
+    digest, lengths = hashlib.sha256(), []
+    with atomic_open(stream / f"chunk_{k:06d}.tok", durable=False) as f:
+        for one in ids:
+            tokens = frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype)
+            _copy_document(f, digest, tokens)
+            lengths.append(len(tokens))
+    record = {"lengths": lengths, "sha256": digest.hexdigest()}
+    atomic_write(stream / f"chunk_{k:06d}.json", json.dumps(record).encode(), durable=False)
+    return np.array(lengths, dtype=np.int64)
+
+
 def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataConfig, progress: bool):
     """Pass 1: write (or reuse) one stream file per chunk of documents. Returns the document lengths,
-    the chunk of every document and the corpus summary for the manifest."""
+    the chunk of every document and the corpus summary for the manifest.
+
+    The tokenizer runs one chunk ahead in a background thread (tiktoken releases the GIL), so reading,
+    framing, hashing and writing chunk k overlap with tokenizing chunk k + 1: two chunks in memory."""
     from tqdm.auto import tqdm
 
     stream.mkdir(parents=True, exist_ok=True)
     lengths, chunk_of, n_bytes, corpus_digest = [], [], 0, hashlib.sha256()
     bar = tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress)
-    for k, chunk in enumerate(document_chunks(corpus, cfg.chunk_chars)):
-        chunk_bytes = 0
-        for doc in chunk:
-            encoded = doc.text.encode("utf-8")
-            corpus_digest.update(doc.name.encode("utf-8") + b"\0" + encoded + b"\0")
-            chunk_bytes += len(encoded)
-        done, tokens_path = stream / f"chunk_{k:06d}.json", stream / f"chunk_{k:06d}.tok"
-        chunk_lengths = _finished_chunk(done, tokens_path, len(chunk), dtype)
-        if chunk_lengths is None:
-            framed = encode_documents(tokenizer, [doc.text for doc in chunk], dtype, cfg.workers)
-            digest = hashlib.sha256()
-            with atomic_open(tokens_path, durable=False) as f:
-                for tokens in framed:
-                    _copy_document(f, digest, tokens)
-            chunk_lengths = np.array([len(t) for t in framed], dtype=np.int64)
-            record = {"lengths": chunk_lengths.tolist(), "sha256": digest.hexdigest()}
-            atomic_write(done, json.dumps(record).encode(), durable=False)
+    pending = deque()  # (k, documents, bytes, lengths of a reused chunk or the future of its ids)
+
+    def finish_oldest():
+        k, n_docs, chunk_bytes, work = pending.popleft()
+        chunk_lengths = work if isinstance(work, np.ndarray) else _write_chunk(stream, k, work.result(), tokenizer, dtype)
+        assert len(chunk_lengths) == n_docs, f"chunk {k}: {len(chunk_lengths)} lengths for {n_docs} documents"
         lengths.append(chunk_lengths)
-        chunk_of.append(np.full(len(chunk), k, dtype=np.int64))
-        n_bytes += chunk_bytes
+        chunk_of.append(np.full(n_docs, k, dtype=np.int64))
         bar.update(chunk_bytes)
+
+    with ThreadPoolExecutor(max_workers=1) as ahead:
+        for k, chunk in enumerate(document_chunks(corpus, cfg.chunk_chars)):
+            chunk_bytes = 0
+            for doc in chunk:
+                encoded = doc.text.encode("utf-8")
+                corpus_digest.update(doc.name.encode("utf-8") + b"\0" + encoded + b"\0")
+                chunk_bytes += len(encoded)
+            n_bytes += chunk_bytes
+            work = _finished_chunk(stream / f"chunk_{k:06d}.json", stream / f"chunk_{k:06d}.tok", len(chunk), dtype)
+            if work is None:
+                work = ahead.submit(tokenizer.encode_batch, [doc.text for doc in chunk], workers=cfg.workers)
+            pending.append((k, len(chunk), chunk_bytes, work))
+            if len(pending) > 1:
+                finish_oldest()
+        while pending:
+            finish_oldest()
     bar.close()
     summary = {"spec": corpus.describe, "n_documents": int(sum(map(len, lengths))), "n_bytes": n_bytes,
                "sha256": corpus_digest.hexdigest()}  # fmt: skip
