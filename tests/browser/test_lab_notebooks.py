@@ -5,13 +5,14 @@
   drawn on the page; a screenshot of it (see conftest.py for where it goes);
 - 01_bpe: the tokenizer widget renders, and typing into its text box changes what it shows;
 - 06_training: the live figure changes while the training cell runs (two screenshots of it taken during
-  the run differ), and the final sample appears under its `=== sample ===` header.
+  the run differ), and the final sample appears under its `=== sample ... ===` header.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ MAX_SCREENSHOT_BYTES = 300_000
 
 TOKEN_INPUT = "document.querySelector('.gptlib-token-input input, input.gptlib-token-input')"
 TOKEN_OUTPUT = "document.querySelector('.gptlib-token-output')"
-SAMPLE_HEADER = "=== sample ==="
+SAMPLE_HEADER = re.compile(r"^=== sample\b.*===$", re.M)  # e.g. "=== sample (step 60, val loss 5.1) ==="
 # Notebooks with hooks of their own; every notebook found is checked in any case.
 HOOKED = ("01_bpe", "06_training")
 
@@ -69,14 +70,15 @@ def images_differ(a: bytes, b: bytes) -> bool:
 
 
 def check_token_widget(lab: LabPage) -> None:
-    """The tokenizer widget renders and answers typed text, as a learner would type it."""
+    """The tokenizer widget renders and answers typed text, as a learner would type it: the output
+    shows the typed text cut into tokens (one span each) and says how many tokens there are."""
     page = lab.page
     assert page.evaluate(f"!!{TOKEN_INPUT}"), (
         "01_bpe: no text input with class gptlib-token-input on the page"
     )
     assert page.evaluate(f"!!{TOKEN_OUTPUT}"), "01_bpe: no output with class gptlib-token-output on the page"
     shown = []
-    for text in ("To be, or not to be", "Romeo and Juliet"):
+    for text in ("Romeo and Juliet", "To be, or not to be: that is the question."):
         before = page.evaluate(f"{TOKEN_OUTPUT}.textContent")
         box = lab.element_rect(TOKEN_INPUT)
         page.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -88,44 +90,46 @@ def check_token_widget(lab: LabPage) -> None:
             timeout=30,
             what=f"the token widget to answer the typed text {text!r}",
         )
+        assert text in after, (
+            f"01_bpe: the token widget does not show the typed text {text!r}: {after[:300]!r}"
+        )
+        count = re.search(r"(\d+) tokens", after)
+        assert count, f"01_bpe: the token widget does not say how many tokens {text!r} has: {after[:300]!r}"
+        spans = page.evaluate(f"{TOKEN_OUTPUT}.querySelectorAll('span[title]').length")
+        assert spans == int(count.group(1)), (
+            f"01_bpe: {spans} token spans drawn, but the widget says {count.group(0)}"
+        )
         shown.append(after)
     assert shown[0] != shown[1], "01_bpe: the token widget shows the same thing for two different texts"
 
 
-def watch_live_figure(lab: LabPage, timeout: float) -> tuple[int, bytes, bytes]:
-    """Two screenshots of the figure of the running training cell, taken while it runs, that differ;
-    and the index of that cell."""
+def watch_live_figure(lab: LabPage, timeout: float) -> tuple[int, bytes, bytes] | str:
+    """Two screenshots of the figure of the running cell, taken while it runs, that differ, and the
+    index of that cell; or why there are none."""
     first = None
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = lab.run_state()
-        if run["done"]:
-            break
+    while time.monotonic() < deadline and not lab.run_state()["done"]:
         index = lab.page.evaluate("__gptlib.runningCell()")
         image = f"(__gptlib.runningCell() === {index} ? __gptlib.cellNode({index}).querySelector('.jp-OutputArea-output img') : null)"
         shot = lab.screenshot_element(image) if index >= 0 else None
-        still_running = shot is not None and lab.page.evaluate("__gptlib.runningCell()") == index
-        if still_running:
+        if shot is not None and lab.page.evaluate("__gptlib.runningCell()") == index:  # still running
             if first is None or first[0] != index:
                 first = (index, shot)
             elif images_differ(first[1], shot):
                 return index, first[1], shot
         time.sleep(0.3)
     if first is None:
-        raise AssertionError("06_training: no figure was shown while a cell was running")
-    raise AssertionError(
-        "06_training: the figure shown during training never changed before the cell finished"
-    )
+        return "06_training: no figure was shown while a cell was running"
+    return f"06_training: the figure of cell {first[0]} never changed while the cell was running"
 
 
 def check_sample(lab: LabPage) -> str:
+    """The sample text drawn under its header line (`=== sample ... ===`), not empty."""
     texts = lab.page.evaluate("__gptlib.outputTexts()")
-    with_header = [t for t in texts if SAMPLE_HEADER in t]
-    assert with_header, f"06_training: no output on the page shows the {SAMPLE_HEADER!r} header"
-    sample = with_header[-1].split(SAMPLE_HEADER, 1)[1].strip()
-    assert len(sample) >= 10, (
-        f"06_training: the sample under {SAMPLE_HEADER!r} is empty or too short: {sample!r}"
-    )
+    found = [m for t in texts if (m := SAMPLE_HEADER.search(t))]
+    assert found, f"06_training: no output on the page shows a sample header ({SAMPLE_HEADER.pattern!r})"
+    sample = found[-1].string[found[-1].end() :].strip()
+    assert len(sample) >= 10, f"06_training: the sample under its header is empty or too short: {sample!r}"
     return sample
 
 
@@ -151,6 +155,7 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screensho
             live = watch_live_figure(lab, timeout=RUN_TIMEOUT_S)
         lab.wait_run_done(timeout=RUN_TIMEOUT_S)
         assert_ran_cleanly(lab, name)
+        assert not isinstance(live, str), live
 
         if name == "01_bpe":
             check_token_widget(lab)
