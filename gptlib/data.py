@@ -639,10 +639,15 @@ class TokenSplit:
 
 
 def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) -> TokenSplit:
-    """The validated tokens of `split` ("train" or "val") of a prepared folder. `tokenizer` (a Tokenizer
-    or a fingerprint string), when given, must be the one the shards were made with."""
+    """The validated tokens of `split` ("train" or "val") of a prepared folder. `tokenizer` (a Tokenizer,
+    a tokenizer folder as a `Path`, or a fingerprint string), when given, must be the one the shards were
+    made with."""
     manifest = read_manifest(folder)
     if tokenizer is not None:
+        if isinstance(tokenizer, os.PathLike):
+            tokenizer = Tokenizer.load(tokenizer)
+        if not isinstance(tokenizer, str) and not hasattr(tokenizer, "fingerprint"):
+            raise TypeError(f"tokenizer must be a Tokenizer, a folder Path or a fingerprint str, got {type(tokenizer).__name__}")
         fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
         expected = manifest["tokenizer"]["fingerprint"]
         if fingerprint != expected:

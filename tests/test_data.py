@@ -384,12 +384,17 @@ def test_a_missing_or_malformed_manifest_is_refused(prepared, tmp_path):
         read_manifest(tmp_path / "nowhere")
 
 
-def test_a_tokenizer_that_did_not_make_the_shards_is_refused(prepared, corpus_texts, tok):
+def test_a_tokenizer_that_did_not_make_the_shards_is_refused(prepared, sources, corpus_texts, tok):
     out, _ = prepared
     other = Tokenizer.train(corpus_texts[6:9], vocab_size=300, workers=1)
     with pytest.raises(ShardError, match="tokenizer mismatch"):
         open_split(out, "train", other)
     assert len(open_split(out, "train", tok.fingerprint())) > 0
+    assert len(open_split(out, "train", sources / "tokenizer")) > 0, (
+        "a tokenizer folder is loaded and checked"
+    )
+    with pytest.raises(TypeError, match="fingerprint str"):
+        open_split(out, "train", 42)
 
 
 # --- DataTrove ------------------------------------------------------------------------------------------
