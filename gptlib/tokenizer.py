@@ -509,7 +509,9 @@ class Tokenizer:
     # --- the encoder ------------------------------------------------------------------------------
     @property
     def backend(self) -> str:
-        "The encoder in use, 'tiktoken' or 'python'; assign 'auto', 'python' or 'tiktoken' to choose."
+        """The encoder in use, 'tiktoken' or 'python'; assign 'auto', 'python' or 'tiktoken' to choose.
+        'auto' picks tiktoken when it is installed and the pattern is GPT4_PATTERN (where the two regex
+        engines are checked to split alike), else the pure-Python encoder."""
         return self._backend
 
     @backend.setter
@@ -519,7 +521,10 @@ class Tokenizer:
         if backend == "tiktoken" and not _tiktoken_available():
             raise ValueError("backend='tiktoken' needs the tiktoken package: pip install 'gptlib[fast]'")
         self._backend_request = backend
-        self._backend = "python" if backend == "python" or not _tiktoken_available() else "tiktoken"
+        if backend == "auto":  # tiktoken's regex engine is proven equal to ours on the GPT-4 pattern only
+            fast = self._pattern == GPT4_PATTERN and _tiktoken_available()
+            backend = "tiktoken" if fast else "python"
+        self._backend = backend
 
     def with_backend(self, backend: str) -> "Tokenizer":
         "A twin of this tokenizer that encodes with `backend` (tables shared, caches not)."
@@ -534,12 +539,15 @@ class Tokenizer:
         if self._tiktoken is None:
             import tiktoken
 
-            self._tiktoken = tiktoken.Encoding(
-                name=f"gptlib-{self.fingerprint()[:12]}",
-                pat_str=self._pattern,
-                mergeable_ranks=self._ranks,
-                special_tokens=self._special_ids,
-            )
+            try:
+                self._tiktoken = tiktoken.Encoding(
+                    name=f"gptlib-{self.fingerprint()[:12]}",
+                    pat_str=self._pattern,
+                    mergeable_ranks=self._ranks,
+                    special_tokens=self._special_ids,
+                )
+            except ValueError as e:  # its regex engine (fancy-regex) rejects the pattern
+                raise TokenizerError(f"tiktoken cannot use the split pattern {self._pattern!r}: {e}") from e
         return self._tiktoken
 
     def _allowed(self, allowed_special) -> frozenset:

@@ -447,3 +447,13 @@ def test_base64_ranks_file_is_one_line_per_token(tokenizer):
     assert len(lines) == tokenizer.n_vocab - 3
     token, rank = lines[300].split()
     assert base64.b64decode(token) == tokenizer.token_bytes(int(rank)) and rank == "300"
+
+
+def test_custom_pattern_trains_and_encodes_with_the_python_encoder():
+    tok = Tokenizer.train(
+        ["one line of text\nanother line of text\n"] * 5, 280, pattern=r"[^\n]*\n|[^\n]+", workers=1
+    )
+    assert tok.backend == "python" and tok.pattern == r"[^\n]*\n|[^\n]+"
+    text = "one line of text\nand more"
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.with_backend("tiktoken").encode(text) == tok.encode(text)
