@@ -3,6 +3,7 @@ calls the library. Each command group lives in one `_add_*` function below.
 
     corpus     fetch / show the embedded corpus or a local one
     tokenizer  train / encode / decode with a byte-level BPE tokenizer
+    model      show: a preset's sizes, parameters by component, FLOPs per token
     train      start (or resume) / config: training runs, flags generated from TrainConfig
     sample     generate text from a trained run
     run        the main job: the whole pipeline on the embedded corpus
@@ -391,6 +392,35 @@ def _add_sample(sub) -> None:
     sample.set_defaults(func=_sample)
 
 
+# --- model -------------------------------------------------------------------------------------------
+
+
+def _model_show(args: argparse.Namespace) -> int:
+    from gptlib.model import GPT, GPTConfig, param_counts
+
+    overrides = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}
+    config = GPTConfig.preset(args.preset, **overrides)
+    model = GPT(config)
+    total = model.num_params(non_embedding=False)
+    print(f"preset {args.preset}: " + ", ".join(f"{k}={v}" for k, v in config.to_dict().items()))
+    print(f"{total:,d} parameters ({total / 1e6:.2f} M, the LM head tied to the token embedding)")
+    for component, n in param_counts(config).items():
+        print(f"  {component:28s} {n:>12,d}  {n / total:6.1%}")
+    print(f"{model.flops_per_token() / 1e6:.1f} MFLOP per token to train (6N + 12 L C T)")
+    return 0
+
+
+def _add_model(sub) -> None:
+    model = sub.add_parser("model", help="describe a model preset: sizes, parameters, FLOPs")
+    verbs = model.add_subparsers(dest="verb", required=True)
+    show = verbs.add_parser("show", help="print a preset's configuration, parameters by component and FLOPs")
+    show.add_argument("--preset", default="gpt-25m", help="tiny, cpu or gpt-25m")
+    show.add_argument(
+        "--vocab-size", type=int, help="the tokenizer's vocabulary size (default: the preset's)"
+    )
+    show.set_defaults(func=_model_show)
+
+
 # --- entry point -------------------------------------------------------------------------------------
 
 
@@ -400,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus(sub)
     _add_tokenizer(sub)
     _add_data(sub)
+    _add_model(sub)
     _add_train(sub)
     _add_sample(sub)
     _add_run(sub)
