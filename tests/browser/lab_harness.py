@@ -45,6 +45,7 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
+    "--disable-dev-shm-usage",  # containers often give /dev/shm only 64 MB
     "--remote-debugging-port=0",
 )
 
