@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gptlib.corpus import open_corpus
 from gptlib.data import (
@@ -20,6 +22,7 @@ from gptlib.data import (
     PERMUTATION_NAME,
     DataConfig,
     ShardError,
+    TokenSplit,
     document_ends,
     export_llmc,
     export_nanogpt,
@@ -527,3 +530,44 @@ def test_python_dash_m_gptlib_data_help_runs():
     result = subprocess.run([sys.executable, "-m", "gptlib", "data", "--help"], capture_output=True, text=True,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)  # fmt: skip
     assert result.returncode == 0 and "prepare" in result.stdout
+
+
+# --- properties -------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(1, 50), min_size=1, max_size=30), shard_tokens=st.integers(1, 120))
+def test_shard_plans_cover_every_document_once_in_order(lengths, shard_tokens):
+    plan = plan_shards(lengths, shard_tokens)
+    assert plan[0][0] == 0 and plan[-1][1] == len(lengths)
+    assert all(a < b for a, b in plan) and all(prev[1] == nxt[0] for prev, nxt in zip(plan, plan[1:]))
+    assert all(sum(lengths[a:b]) >= shard_tokens for a, b in plan[:-1]), "only the last shard may be short"
+    assert all(sum(lengths[a : b - 1]) < shard_tokens for a, b in plan), (
+        "a shard closes as soon as it is full"
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+    start=st.integers(0, 260),
+    length=st.integers(0, 90),
+    step=st.integers(1, 4),
+)
+def test_a_token_split_slices_like_the_concatenated_array(tmp_path_factory, sizes, start, length, step):
+    folder = tmp_path_factory.mktemp("split")
+    rng = np.random.default_rng(len(sizes) * 1000 + sum(sizes))
+    shards = [rng.integers(0, 60_000, size=n).astype(np.uint16) for n in sizes]
+    records = [
+        write_shard(folder / "train", f"train_{i:05d}", [s], np.uint16, "t", root=folder)
+        for i, s in enumerate(shards)
+    ]
+    manifest = {"tokens": {"dtype": "uint16"}, "splits": {"train": {"shards": records}}}
+    tokens, whole = TokenSplit(folder, manifest, "train"), np.concatenate(shards)
+    assert len(tokens) == len(whole) and np.array_equal(np.asarray(tokens), whole)
+    assert np.array_equal(tokens[start : start + length : step], whole[start : start + length : step])
+    if start < len(whole):
+        assert (
+            tokens[start] == whole[start]
+            and tokens[-1 - start % len(whole)] == whole[-1 - start % len(whole)]
+        )
