@@ -289,6 +289,38 @@ def _bpe_long(piece: bytes, ranks: dict[bytes, int]) -> list[bytes]:
     return parts
 
 
+def pair_ranks_of(token_bytes: list[bytes], ranks: dict[bytes, int]) -> dict[int, int]:
+    """`left << 21 | right` -> the id of `left + right`, for every way to cut a token into two tokens.
+    With it, the rule above runs on ids: no bytes are joined while encoding."""
+    table = {}
+    for rank, token in enumerate(token_bytes):
+        for cut in range(1, len(token)):
+            left = ranks.get(token[:cut])
+            right = ranks.get(token[cut:]) if left is not None else None
+            if right is not None:
+                table[(left << 21) | right] = rank
+    return table
+
+
+def _bpe_ids(piece: bytes, pair_ranks: dict[int, int]) -> list[int]:
+    "`_bpe_short` on ids: the rank of a pair's concatenation is the id it merges into."
+    ids = list(piece)
+    get, never = pair_ranks.get, _NEVER
+    ranks = [get((left << 21) | right, never) for left, right in zip(ids, ids[1:])]
+    while ranks:
+        best = min(ranks)
+        if best == never:
+            break
+        i = ranks.index(best)  # the leftmost of the lowest
+        ids[i : i + 2] = [best]
+        del ranks[i]
+        if i < len(ranks):
+            ranks[i] = get((best << 21) | ids[i + 1], never)
+        if i > 0:
+            ranks[i - 1] = get((ids[i - 1] << 21) | best, never)
+    return ids
+
+
 _LONG_CHUNK = 64  # bytes; longer chunks use the heap version
 
 
@@ -403,6 +435,7 @@ class Tokenizer:
         self._decode_table = token_bytes + [name.encode("utf-8") for name in SPECIAL_TOKENS]
         self._cache: dict[str, tuple[int, ...]] = {}
         self._tiktoken = None
+        self._pair_ranks = None  # built on the first pure-Python encode
         self._fingerprint = None
         self.train_stats: TrainStats | None = None
         self.backend = backend
@@ -574,9 +607,19 @@ class Tokenizer:
             missing = set(chunks).difference(cache)
         if len(cache) + len(missing) > _CACHE_LIMIT:
             cache.clear()
+        if self._pair_ranks is None:
+            self._pair_ranks = pair_ranks_of(self._decode_table[: -len(SPECIAL_TOKENS)], self._ranks)
+        ranks, pair_ranks = self._ranks, self._pair_ranks
         try:
             for chunk in missing:
-                cache[chunk] = tuple(bpe_encode_chunk(chunk.encode("utf-8"), self._ranks))
+                piece = chunk.encode("utf-8")
+                rank = ranks.get(piece)
+                if rank is not None:
+                    cache[chunk] = (rank,)
+                elif len(piece) <= _LONG_CHUNK:
+                    cache[chunk] = tuple(_bpe_ids(piece, pair_ranks))
+                else:
+                    cache[chunk] = tuple(ranks[part] for part in _bpe_long(piece, ranks))
         except UnicodeEncodeError:
             return self._encode_ordinary_python(_fix_surrogates(text))
         return list(chain.from_iterable(map(cache.__getitem__, chunks)))

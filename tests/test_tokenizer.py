@@ -457,3 +457,18 @@ def test_custom_pattern_trains_and_encodes_with_the_python_encoder():
     text = "one line of text\nand more"
     assert tok.decode(tok.encode(text)) == text
     assert tok.with_backend("tiktoken").encode(text) == tok.encode(text)
+
+
+@pytest.fixture(scope="module")
+def pair_ranks(tokenizer):
+    return tokmod.pair_ranks_of(
+        [tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab - 3)], tokenizer._ranks
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7FF), max_size=64))
+def test_id_level_merge_equals_the_bytes_rule(tokenizer, pair_ranks, text):
+    piece = text.encode("utf-8")[:64]
+    ranks = tokenizer._ranks
+    assert tokmod._bpe_ids(piece, pair_ranks) == [ranks[part] for part in tokmod._bpe_short(piece, ranks)]
