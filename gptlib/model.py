@@ -6,8 +6,9 @@
 __all__ = ['GPT_PRESETS', 'sinusoidal_positions', 'GPTConfig', 'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT',
            'param_counts', 'sample_next_token']
 
-# %% ../notebooks/04_model.ipynb #0b00c62c
+# %% ../notebooks/04_model.ipynb #91a2d553
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -26,7 +27,7 @@ def sinusoidal_positions(context: int, n_embd: int) -> torch.Tensor:
     table[:, 1::2] = torch.cos(angles)[:, : n_embd // 2]
     return table.float()  # (T, C)
 
-# %% ../notebooks/04_model.ipynb #9b214220
+# %% ../notebooks/04_model.ipynb #1c84342f
 @dataclass
 class GPTConfig:
     """The shape of a GPT: everything needed to build one, nothing about how it is trained.
@@ -43,12 +44,15 @@ class GPTConfig:
 
     def __post_init__(self):
         self.validate()
+        for name in ("vocab_size", "context", "n_layer", "n_head", "n_embd"):
+            setattr(self, name, int(getattr(self, name)))  # numpy integers become plain ints (JSON-able)
+        self.dropout = float(self.dropout)
 
     def validate(self) -> None:
         """Raise `TypeError`/`ValueError` naming the first bad field."""
         for name in ("vocab_size", "context", "n_layer", "n_head", "n_embd"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"GPTConfig.{name} must be an int, got {value!r}")
             if value < 1:
                 raise ValueError(f"GPTConfig.{name} must be at least 1, got {value}")
@@ -56,7 +60,7 @@ class GPTConfig:
             raise ValueError(
                 f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: "
                 "every head needs the same width n_embd // n_head")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real):
             raise TypeError(f"GPTConfig.dropout must be a float, got {self.dropout!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout}")

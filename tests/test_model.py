@@ -438,3 +438,20 @@ def test_targets_of_the_wrong_shape_are_refused():
     model = GPT(tiny())
     with pytest.raises(ValueError, match="targets"):
         model(torch.zeros(2, 5, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_numpy_integers_are_accepted_and_stored_as_plain_ints():
+    import numpy as np
+
+    config = GPTConfig.preset("tiny", vocab_size=np.int64(300), dropout=np.float32(0.25))
+    assert type(config.vocab_size) is int and config.vocab_size == 300
+    assert type(config.dropout) is float
+
+
+def test_cli_model_show_prints_the_exact_parameter_count(capsys):
+    from gptlib.cli import main
+
+    assert main(["model", "show", "--preset", "gpt-25m"]) == 0
+    assert "29,387,776 parameters" in capsys.readouterr().out
+    assert main(["model", "show", "--preset", "huge"]) == 2
+    assert "unknown model preset 'huge'" in capsys.readouterr().err
