@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -153,10 +154,11 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screensho
     lab.open(f"{name}.ipynb")
     try:
         lab.start_run_all()
+        deadline = time.monotonic() + RUN_TIMEOUT_S
         live = None
         if name == "06_training":
             live = watch_live_figure(lab, timeout=RUN_TIMEOUT_S)
-        lab.wait_run_done(timeout=RUN_TIMEOUT_S)
+        lab.wait_run_done(timeout=max(5.0, deadline - time.monotonic()))
         assert_ran_cleanly(lab, name)
         if isinstance(live, str):
             pytest.fail(live)
@@ -175,4 +177,7 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screensho
         time.sleep(0.3)
         save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
     finally:
-        lab.close_notebook()
+        try:
+            lab.close_notebook()
+        except Exception as exc:  # never hide the test's own failure behind a cleanup error
+            warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=1)
