@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'RESUMABLE_CHANGES', 'TrainConfig', 'config_parser',
-           'config_from_args', 'CheckpointError', 'rng_state', 'set_rng_state', 'save_checkpoint',
+           'config_from_args', 'prepare_tokenizer', 'CheckpointError', 'rng_state', 'set_rng_state', 'save_checkpoint',
            'read_checkpoint_meta', 'list_checkpoints', 'best_checkpoint', 'prune_checkpoints', 'check_resumable',
            'load_checkpoint', 'MetricsLog', 'read_metrics', 'evaluate', 'Distributed', 'resolve_device',
            'setup_distributed', 'compile_or_fallback', 'StopRequest', 'train', 'draw_history', 'save_plots', 'LivePlot',
-           'load_trained', 'sample_text', 'prepare_tokenizer', 'run_pipeline']
+           'load_trained', 'sample_text', 'run_pipeline']
 
 # %% ../notebooks/06_training.ipynb #training-003
 import argparse
@@ -153,9 +153,10 @@ TRAIN_PRESETS = {
              "min_lr": 3e-4, "warmup_steps": 5, "log_every": 5, "eval_every": 20, "eval_batches": 4,
              "checkpoint_every": 20, "loader_workers": 0},  # fmt: skip
     # `make run`: about ten minutes of training on 2 CPU cores
-    "cpu": {**_model_fields("cpu"), "micro_batch": 16, "grad_accum": 1, "max_steps": 1500, "max_lr": 2e-3,
-            "min_lr": 2e-4, "warmup_steps": 50, "log_every": 10, "eval_every": 250, "eval_batches": 10,
-            "checkpoint_every": 250},  # fmt: skip
+    # 600 steps x 4,096 tokens = 2.5 M tokens (1.7 epochs of Shakespeare); no dropout: too few epochs to overfit
+    "cpu": {**_model_fields("cpu"), "dropout": 0.0, "micro_batch": 16, "grad_accum": 1, "max_steps": 600,
+            "max_lr": 2e-3, "min_lr": 2e-4, "warmup_steps": 30, "log_every": 10, "eval_every": 100,
+            "eval_batches": 8, "checkpoint_every": 100},  # fmt: skip
     # the original design, for a GPU: micro-batch 8 x 4 accumulation, context 512, 10,000 steps
     "gpt-25m": {**_model_fields("gpt-25m"), "micro_batch": 8, "grad_accum": 4, "max_steps": 10_000,
                 "max_lr": 6e-4, "min_lr": 6e-5, "warmup_steps": 50, "log_every": 10, "eval_every": 100,
@@ -191,7 +192,21 @@ def config_from_args(argv: list[str], prog: str = "train", **defaults) -> TrainC
     overrides = {**defaults, **{k: v for k, v in args.items() if v is not None}}
     return TrainConfig.preset(preset, **overrides)
 
-# %% ../notebooks/06_training.ipynb #training-017
+# %% ../notebooks/06_training.ipynb #training-013
+def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = True) -> tuple[Tokenizer, bool]:
+    "The tokenizer in `folder`, trained on `corpus` and saved there (atomically) unless it already is; returns `(tokenizer, reused)`."
+    folder = Path(folder)
+    if (folder / "tokenizer.json").is_file():
+        return Tokenizer.load(folder), True
+    tokenizer = Tokenizer.train((doc.text for doc in open_corpus(corpus)), vocab_size, progress=progress)
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer.save(tmp)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, folder)
+    return tokenizer, False
+
+# %% ../notebooks/06_training.ipynb #training-018
 CHECKPOINT_FORMAT = "gptlib-checkpoint"
 CHECKPOINT_VERSION = 1
 # Fields that may change when a run is resumed: where and how it runs, not what it computes.
@@ -354,7 +369,7 @@ def load_checkpoint(path, *, model, optimizer=None, scaler=None) -> tuple[dict, 
         scaler.load_state_dict(state["scaler"])
     return meta, state
 
-# %% ../notebooks/06_training.ipynb #training-019
+# %% ../notebooks/06_training.ipynb #training-020
 class MetricsLog:
     "Records as JSON lines in `run/metrics.jsonl`, appended and flushed one by one (rank 0 only)."
 
@@ -390,7 +405,7 @@ def read_metrics(run) -> list[dict]:
     path = Path(run) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
-# %% ../notebooks/06_training.ipynb #training-021
+# %% ../notebooks/06_training.ipynb #training-022
 @torch.no_grad()
 def evaluate(model, batches, byte_lengths: torch.Tensor, precision) -> dict:
     """Mean cross-entropy (nats per token) over `batches` of (x, y), and bits per byte: the summed loss of the
@@ -412,7 +427,7 @@ def evaluate(model, batches, byte_lengths: torch.Tensor, precision) -> dict:
     assert n_tokens > 0 and n_bytes > 0, "evaluation saw no tokens"
     return {"val_loss": nll_sum / n_tokens, "val_bpb": nll_text / (math.log(2) * n_bytes), "val_tokens": n_tokens}
 
-# %% ../notebooks/06_training.ipynb #training-023
+# %% ../notebooks/06_training.ipynb #training-024
 @dataclass
 class Distributed:
     "Where this process stands: rank, world size, device; `is_main` does the logging and checkpointing."
@@ -457,7 +472,7 @@ def setup_distributed(device_name: str) -> Distributed:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank, device, owns)
 
-# %% ../notebooks/06_training.ipynb #training-025
+# %% ../notebooks/06_training.ipynb #training-026
 def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module, str]:
     """`torch.compile(model)`, tried on one forward and backward pass; on any failure the eager model.
     The trial's RNG draws (dropout) and gradients are undone. Returns `(module, what happened)`."""
@@ -474,7 +489,7 @@ def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module
     torch.set_rng_state(rng)
     return outcome
 
-# %% ../notebooks/06_training.ipynb #training-027
+# %% ../notebooks/06_training.ipynb #training-028
 class StopRequest:
     "Turns SIGINT and SIGTERM into a flag the training loop checks after each step (main thread only)."
 
@@ -496,7 +511,7 @@ class StopRequest:
             signal.signal(sig, handler)
         return False
 
-# %% ../notebooks/06_training.ipynb #training-029
+# %% ../notebooks/06_training.ipynb #training-030
 def _log_line(record: dict) -> str:
     if record["kind"] == "train":
         return (f"step {record['step']:6d} | loss {record['loss']:.4f} | lr {record['lr']:.2e} | grad norm "
@@ -692,7 +707,7 @@ def _train(cfg, d: Distributed, stop, until_step, callback, log, progress) -> li
         emit({"kind": "event", "step": step, "message": f"finished {step} steps in {time.perf_counter() - started:.0f} s"})
     return history
 
-# %% ../notebooks/06_training.ipynb #training-033
+# %% ../notebooks/06_training.ipynb #training-034
 def draw_history(fig, history: list[dict]) -> None:
     "Draw the training curves of `history` on `fig`: train/val loss, learning rate, gradient norm, loss scale."
     fig.clear()
@@ -766,7 +781,7 @@ class LivePlot:
         if self.active and any(r["kind"] == "train" for r in self.records):
             self.redraw()
 
-# %% ../notebooks/06_training.ipynb #training-040
+# %% ../notebooks/06_training.ipynb #training-041
 def load_trained(run, which: str = "best", device="cpu") -> tuple[GPT, Tokenizer, dict]:
     "The model of a run's `best` (lowest validation loss) or `latest` checkpoint in eval mode, its tokenizer and the checkpoint's metadata."
     run = Path(run)
@@ -797,21 +812,7 @@ def sample_text(model, tokenizer, prompt: str = "", max_new_tokens: int = 200, *
         out = out[: out.index(tokenizer.eos_id)]
     return tokenizer.decode(out)
 
-# %% ../notebooks/06_training.ipynb #training-043
-def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = True) -> tuple[Tokenizer, bool]:
-    "The tokenizer in `folder`, trained on `corpus` and saved there (atomically) unless it already is; returns `(tokenizer, reused)`."
-    folder = Path(folder)
-    if (folder / "tokenizer.json").is_file():
-        return Tokenizer.load(folder), True
-    tokenizer = Tokenizer.train((doc.text for doc in open_corpus(corpus)), vocab_size, progress=progress)
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer.save(tmp)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, folder)
-    return tokenizer, False
-
-
+# %% ../notebooks/06_training.ipynb #training-044
 def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare", prompt: str = "ROMEO:",
                  sample_tokens: int = 300, overrides: dict | None = None, log=print, progress: bool = True,
                  callback=None) -> dict:
@@ -830,7 +831,8 @@ def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare",
     shards = root / "shards" / f"{name}-{cfg.vocab_size}"
     say(f"== shards in {shards}")
     t0 = time.perf_counter()
-    manifest = prepare(DataConfig(corpus=corpus, tokenizer=tok_dir, out=shards), progress=progress, tokenizer=tokenizer)
+    data_cfg = DataConfig(corpus=corpus, tokenizer=tok_dir, out=shards, val_fraction=0.05)  # 2 of 42 plays held out
+    manifest = prepare(data_cfg, progress=progress, tokenizer=tokenizer)
     splits = manifest["splits"]
     say(f"   train {splits['train']['n_tokens']:,d} tokens, val {splits['val']['n_tokens']:,d} tokens "
         f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
