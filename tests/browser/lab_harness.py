@@ -114,6 +114,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _die_with_parent() -> None:
+    """In a child before exec: ask Linux to send SIGTERM when the test process dies, even by SIGKILL,
+    so a killed test run leaves no server or browser behind (no-op where prctl is missing)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+
+
 def _stop_process_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """Stop `proc` (started in a session of its own) and every process it started, by their ids:
     SIGTERM to its group first, SIGKILL to whatever is left after `grace` seconds."""
@@ -190,7 +201,13 @@ class LabServer:
         ]  # fmt: skip
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=self.root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -245,7 +262,12 @@ class Chromium:
         log = open(self.log_path, "wb")
         command = [self.binary, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "about:blank"]
         self.proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log.close()
         port_file = self.profile / "DevToolsActivePort"
