@@ -258,7 +258,8 @@ def _huggingface(name: str, config: str | None, split: str, column: str) -> Iter
     for row, record in enumerate(stream):
         if column not in record:
             raise CorpusError(f"the Hugging Face dataset {name!r} has no column {column!r}")
-        yield Document(f"hf:{name}:{row}", record[column])
+        if record[column] is not None:
+            yield Document(f"hf:{name}:{row}", record[column])
 
 
 def open_corpus(
