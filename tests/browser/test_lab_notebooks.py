@@ -74,10 +74,13 @@ def check_token_widget(lab: LabPage) -> None:
     """The tokenizer widget renders and answers typed text, as a learner would type it: the output
     shows the typed text cut into tokens (one span each) and says how many tokens there are."""
     page = lab.page
-    assert page.evaluate(f"!!{TOKEN_INPUT}"), (
-        "01_bpe: no text input with class gptlib-token-input on the page"
-    )
-    assert page.evaluate(f"!!{TOKEN_OUTPUT}"), "01_bpe: no output with class gptlib-token-output on the page"
+    for selector, what in ((TOKEN_INPUT, "a text input"), (TOKEN_OUTPUT, "an output")):
+        try:  # widgets render asynchronously after their cell has run
+            page.wait_for(f"!!{selector}", timeout=20, what=what)
+        except HarnessError:
+            pytest.fail(f"01_bpe: no {what} of the token widget is drawn ({selector})")
+    initial = page.evaluate(f"[{TOKEN_INPUT}.value, {TOKEN_OUTPUT}.textContent]")
+    assert initial[0] in initial[1], f"01_bpe: the token widget does not show its initial text {initial[0]!r}"
     shown = []
     for text in ("Romeo and Juliet", "To be, or not to be: that is the question."):
         before = page.evaluate(f"{TOKEN_OUTPUT}.textContent")
