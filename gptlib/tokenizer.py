@@ -107,15 +107,22 @@ def default_workers() -> int:
 
 
 def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: int | None = None,
-                 batch_chars: int = 1 << 20) -> Counter:
+                 batch_chars: int | None = None) -> Counter:
     """Split every document with `pattern` and count the distinct chunks. Documents stream through in
     batches of about `batch_chars` characters, split in `workers` processes when there is more than one
-    batch; memory holds one batch per worker plus the counts, so it grows with the number of distinct
-    chunks, not with the corpus."""
+    batch; memory holds two batches per worker plus the counts, so it grows with the number of distinct
+    chunks, not with the corpus. By default a list is cut into four batches per worker (so the workers
+    finish together) and a stream into batches of 1M characters."""
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     _Splitter(pattern)  # a bad pattern fails here, in the caller's process
+    if batch_chars is None:
+        if isinstance(texts, (list, tuple)) and all(isinstance(text, str) for text in texts):
+            total = sum(map(len, texts))  # below 2M characters, starting processes costs more than it saves
+            batch_chars = total + 1 if total < 1 << 21 else min(max(total // (4 * workers), 1 << 18), 1 << 22)
+        else:
+            batch_chars = 1 << 20
     batches = _batches_of(texts, batch_chars)
     first = next(batches, None)
     if first is None:
