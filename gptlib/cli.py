@@ -78,24 +78,30 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")  # training warns again, with the corpus in view
         check_vocab_size(args.vocab_size)
     corpus = open_corpus(args.corpus, sdist=args.sdist)
-    texts = [doc.text for doc in corpus]
-    n_bytes = sum(len(text.encode("utf-8")) for text in texts)
-    print(f"corpus {corpus.describe}: {len(texts)} documents, {_human_bytes(n_bytes)}")
-    print(f"training a byte-level BPE tokenizer, vocab size {args.vocab_size:,d} ...")
+    print(f"training a byte-level BPE tokenizer on {corpus.describe}, vocab size {args.vocab_size:,d} ...")
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        texts = (doc.text for doc in corpus)  # streamed: memory grows with the distinct chunks only
         tokenizer = Tokenizer.train(texts, args.vocab_size, workers=args.workers, progress=not args.quiet)
     seconds = time.perf_counter() - start
     for warning in caught:
         print(f"note: {warning.message}")
     stats = tokenizer.train_stats
     print(
-        f"made {stats.merges:,d} of {stats.requested_merges:,d} merges from {stats.distinct_chunks:,d} distinct "
-        f"chunks in {seconds:.1f} s: n_vocab {tokenizer.n_vocab:,d}"
+        f"{_human_bytes(stats.bytes)} of text, {stats.chunks:,d} chunks ({stats.distinct_chunks:,d} distinct): "
+        f"made {stats.merges:,d} of {stats.requested_merges:,d} merges in {seconds:.1f} s, n_vocab {tokenizer.n_vocab:,d}"
     )
-    n_tokens = sum(map(len, tokenizer.encode_batch(texts)))
-    print(f"compression on the training corpus: {n_bytes / n_tokens:.2f} bytes per token")
+    sample, sample_bytes = [], 0  # compression measured on up to 10 MB of the corpus
+    for doc in corpus:
+        sample.append(doc.text)
+        sample_bytes += len(doc.text.encode("utf-8"))
+        if sample_bytes > 10_000_000:
+            break
+    n_tokens = sum(map(len, tokenizer.encode_batch(sample)))
+    print(
+        f"compression: {sample_bytes / max(1, n_tokens):.2f} bytes per token on {_human_bytes(sample_bytes)} of the corpus"
+    )
     tokenizer.save(args.out)
     print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
     return 0
