@@ -179,7 +179,7 @@ def choose_precision(device, requested: str = "auto") -> Precision:
             return Precision("fp16", "cuda", True, "bf16 requested but this GPU lacks it: fp16 autocast with a loss scaler")
         return Precision("fp16", "cuda", True, "CUDA default: fp16 autocast with a dynamic loss scaler (the original design)")
     if requested == "auto":
-        return Precision("fp32", device_type, False, f"{device_type} default: fp32 (autocast gains little without half-precision matrix units)")
+        return Precision("fp32", device_type, False, f"{device_type} default: fp32 (exact and portable; ask for bf16 on CPUs with bf16 matrix instructions)")
     if not torch.amp.is_autocast_available(device_type):
         raise ValueError(f"{requested} autocast is not available on {device_type}")
     if requested == "bf16":

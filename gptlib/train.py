@@ -71,7 +71,7 @@ class TrainConfig:
     precision: str = "auto"  # auto, fp32, bf16, fp16 (see gptlib.optim.choose_precision)
     compile: bool = False  # torch.compile, with a fallback to eager when it fails
     init_scale: float = 65536.0  # the loss scaler's starting scale (fp16 only)
-    loader_workers: int = 1  # batch-reading worker processes
+    loader_workers: int = 0  # batch-reading worker processes (0: read in the training process, fine on a CPU)
     seed: int = 1337
     # bookkeeping
     log_every: int = 10
@@ -151,7 +151,7 @@ TRAIN_PRESETS = {
     # seconds: tests, CI and the notebook's smoke run
     "tiny": {**_model_fields("tiny"), "micro_batch": 8, "grad_accum": 1, "max_steps": 60, "max_lr": 3e-3,
              "min_lr": 3e-4, "warmup_steps": 5, "log_every": 5, "eval_every": 20, "eval_batches": 4,
-             "checkpoint_every": 20, "loader_workers": 0},  # fmt: skip
+             "checkpoint_every": 20},  # fmt: skip
     # `make run`: about ten minutes of training on 2 CPU cores
     # 600 steps x 4,096 tokens = 2.5 M tokens (1.7 epochs of Shakespeare); no dropout: too few epochs to overfit
     "cpu": {**_model_fields("cpu"), "dropout": 0.0, "micro_batch": 16, "grad_accum": 1, "max_steps": 600,

@@ -179,9 +179,15 @@ def test_sigterm_saves_a_valid_checkpoint_and_exits_cleanly(small_data, tmp_path
     assert proc.returncode == 0, stderr
     assert "SIGTERM" in stdout
     meta = read_checkpoint_meta(list_checkpoints(out)[-1])
-    assert meta["step"] >= 3
+    stopped_at = meta["step"]
+    assert stopped_at >= 3
     model, tokenizer, _ = load_trained(out, "latest")
     assert isinstance(sample_text(model, tokenizer, "ROMEO:", 5), str)
+    # resuming after the signal continues exactly like a run that was never stopped
+    cfg = TrainConfig.from_dict(meta["config"])
+    resumed = train(cfg, until_step=stopped_at + 3, log=None, progress=False)
+    reference = train(replace(cfg, out=str(tmp_path / "reference")), until_step=stopped_at + 3, log=None, progress=False)
+    assert losses(resumed) == losses(reference) and len(losses(reference)) == stopped_at + 3
 
 
 def test_fp16_overflow_skips_the_step_and_is_logged(small_data, tmp_path):
