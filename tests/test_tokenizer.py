@@ -472,3 +472,11 @@ def test_id_level_merge_equals_the_bytes_rule(tokenizer, pair_ranks, text):
     piece = text.encode("utf-8")[:64]
     ranks = tokenizer._ranks
     assert tokmod._bpe_ids(piece, pair_ranks) == [ranks[part] for part in tokmod._bpe_short(piece, ranks)]
+
+
+def test_datatrove_loads_the_hf_export(tokenizer, tmp_path):
+    tokenization = pytest.importorskip("datatrove.utils.tokenization")
+    tokenizer.save(tmp_path)
+    loaded = tokenization.load_tokenizer(str(tmp_path / "hf" / "tokenizer.json"))
+    text = "O, that this too too solid flesh would melt,\nThaw, and resolve itself into a dew!"
+    assert loaded.encode(text).ids == tokenizer.encode(text)
