@@ -107,12 +107,13 @@ def default_workers() -> int:
 
 
 def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: int | None = None,
-                 batch_chars: int | None = None) -> Counter:
+                 batch_chars: int | None = None, progress=None) -> Counter:
     """Split every document with `pattern` and count the distinct chunks. Documents stream through in
     batches of about `batch_chars` characters, split in `workers` processes when there is more than one
     batch; memory holds two batches per worker plus the counts, so it grows with the number of distinct
     chunks, not with the corpus. By default a list is cut into four batches per worker (so the workers
-    finish together) and a stream into batches of 1M characters."""
+    finish together) and a stream into batches of 1M characters. `progress`, if given, is called with
+    the number of characters of each batch when it is done."""
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -123,25 +124,29 @@ def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: 
             batch_chars = total + 1 if total < 1 << 21 else min(max(total // (4 * workers), 1 << 18), 1 << 22)
         else:
             batch_chars = 1 << 20
+    report = progress or (lambda n_chars: None)
     batches = _batches_of(texts, batch_chars)
     first = next(batches, None)
     if first is None:
         return Counter()
     second = next(batches, None)
-    if second is None or workers == 1:
-        total = _count_chunks_of(first, pattern)
-        for batch in chain([second] if second else [], batches):
-            total.update(_count_chunks_of(batch, pattern))
-        return total
     total = Counter()
+    if second is None or workers == 1:
+        for batch in chain([first], [second] if second else [], batches):
+            total.update(_count_chunks_of(batch, pattern))
+            report(sum(map(len, batch)))
+        return total
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending = [pool.submit(_count_chunks_of, first, pattern), pool.submit(_count_chunks_of, second, pattern)]
-        for batch in batches:
-            if len(pending) >= 2 * workers:  # bounded: at most two batches in flight per worker
-                total.update(pending.pop(0).result())
-            pending.append(pool.submit(_count_chunks_of, batch, pattern))
-        for future in pending:
+        pending = []  # (future, characters): at most two batches in flight per worker
+        for batch in chain([first, second], batches):
+            if len(pending) >= 2 * workers:
+                future, n_chars = pending.pop(0)
+                total.update(future.result())
+                report(n_chars)
+            pending.append((pool.submit(_count_chunks_of, batch, pattern), sum(map(len, batch))))
+        for future, n_chars in pending:
             total.update(future.result())
+            report(n_chars)
     return total
 
 # %% ../notebooks/01_bpe.ipynb #c026
@@ -454,17 +459,21 @@ class Tokenizer:
         corpus runs out of pairs first, training stops and warns; `train_stats.merges` says how many
         merges were made and `n_vocab` is smaller than asked."""
         n_merges = check_vocab_size(vocab_size)
-        counts = count_chunks(texts, pattern, workers=workers)
-        if not counts:
-            raise TokenizerError("the training corpus is empty: there is no text to learn merges from")
-        if all(chunk.isspace() for chunk in counts):
-            raise TokenizerError("the training corpus holds only whitespace: there is nothing to learn")
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
+            bar = tqdm(desc="splitting", unit="char", unit_scale=True)
+        counts = count_chunks(texts, pattern, workers=workers, progress=None if bar is None else bar.update)
+        if bar is not None:
+            bar.close()
+        if not counts:
+            raise TokenizerError("the training corpus is empty: there is no text to learn merges from")
+        if all(chunk.isspace() for chunk in counts):
+            raise TokenizerError("the training corpus holds only whitespace: there is nothing to learn")
+        if progress:
             bar = tqdm(total=n_merges, desc="BPE merges", unit="merge")
-        merges = train_merges(counts, n_merges, progress=(lambda done: bar.update(done - bar.n)) if bar else None)
+        merges = train_merges(counts, n_merges, progress=None if bar is None else (lambda done: bar.update(done - bar.n)))
         if bar is not None:
             bar.update(len(merges) - bar.n)
             bar.close()

@@ -480,3 +480,12 @@ def test_datatrove_loads_the_hf_export(tokenizer, tmp_path):
     loaded = tokenization.load_tokenizer(str(tmp_path / "hf" / "tokenizer.json"))
     text = "O, that this too too solid flesh would melt,\nThaw, and resolve itself into a dew!"
     assert loaded.encode(text).ids == tokenizer.encode(text)
+
+
+def test_progress_reports_every_character_and_merge(corpus_texts):
+    seen = []
+    counts = count_chunks(corpus_texts[:6], workers=2, batch_chars=200_000, progress=seen.append)
+    assert sum(seen) == sum(map(len, corpus_texts[:6])) and len(seen) > 2
+    done = []
+    merges = train_merges(counts, 600, progress=done.append)
+    assert done == [256, 512] and len(merges) == 600
