@@ -49,10 +49,13 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-port=0",
 )
 
-# Lab settings for a quiet, deterministic session: every cell stays in the DOM (no windowing), no
-# news or update toasts over the screenshots, no autosave into the notebook copy.
+# Lab settings for a quiet, deterministic session: every cell stays in the DOM (no windowing), cell
+# timings recorded, no news or update toasts over the screenshots, no autosave into the notebook copy.
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none",
+        "recordTiming": True,
+    },
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false",
         "checkForUpdates": False,
@@ -452,6 +455,9 @@ window.__gptlib = {
       }
       info.source = model.sharedModel.getSource();
       info.tags = model.getMetadata('tags') || [];
+      const timing = model.getMetadata('execution') || {};
+      const start = timing['iopub.execute_input'], end = timing['shell.execute_reply'];
+      info.seconds = start && end ? (Date.parse(end) - Date.parse(start)) / 1000 : null;
       return info;
     });
   },

@@ -54,6 +54,10 @@ def assert_ran_cleanly(lab: LabPage, name: str) -> None:
     ]
     assert not not_run, f"{name}: code cells {not_run} never ran"
     assert run["error"] is None and run["ok"], f"{name}: Run All did not complete: {run}"
+    timed = sorted((c for c in cells if c.get("seconds") is not None), key=lambda c: -c["seconds"])
+    total = (run["finished"] - run["started"]) / 1000
+    slowest = ", ".join(f"cell {c['index']} {c['seconds']:.1f} s" for c in timed[:3])
+    print(f"{name}: Run All took {total:.1f} s in the browser; slowest: {slowest}")
 
 
 def save_png(png: bytes, path: Path) -> None:
