@@ -32,8 +32,6 @@ import urllib.request
 from collections import deque
 from pathlib import Path
 
-import websocket
-
 CHROMIUM_PATHS = ("/usr/lib/chromium/chromium-headless-shell",)
 CHROMIUM_FLAGS = (
     "--headless",
@@ -305,6 +303,11 @@ class DevTools:
     """One websocket to the browser target; commands for pages go through flattened sessions."""
 
     def __init__(self, websocket_url: str, timeout: float = 30.0):
+        # websocket-client (a Jupyter dependency), imported here: the notebook-structure test, which only
+        # reads JSON, imports this module too and needs nothing beyond pytest.
+        import websocket
+
+        self._websocket = websocket
         # Chromium refuses DevTools websockets that carry an Origin header it was not told to allow.
         self._ws = websocket.create_connection(websocket_url, timeout=timeout, suppress_origin=True)
         self._next_id = 0
@@ -322,7 +325,7 @@ class DevTools:
             self._ws.settimeout(max(0.1, deadline - time.monotonic()))
             try:
                 reply = json.loads(self._ws.recv())
-            except websocket.WebSocketTimeoutException:
+            except self._websocket.WebSocketTimeoutException:
                 raise DevToolsError(f"{method}: no answer within {timeout:.0f} s") from None
             if reply.get("id") == self._next_id:
                 if "error" in reply:
