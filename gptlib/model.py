@@ -211,12 +211,14 @@ def _check_tokens(idx, config: GPTConfig, name: str = "idx", check_length: bool 
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"{name} holds token ids in [{low}, {high}], outside the vocabulary [0, {config.vocab_size})")
 
-# %% ../notebooks/04_model.ipynb #7e327792
+# %% ../notebooks/04_model.ipynb #181f8ada
 class GPT(nn.Module):
-    """A decoder-only transformer: token embedding x sqrt(C) + sinusoidal positions -> L pre-norm blocks
+    """A decoder-only transformer: token embedding x 50 + sinusoidal positions -> L pre-norm blocks
     -> final LayerNorm -> LM head tied to the token embedding (Press & Wolf 2017).
 
     The positional table is a buffer, not a parameter: `parameters()` holds only what is learned."""
+
+    init_std = 0.02  # GPT-2's weight initialisation
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -226,7 +228,8 @@ class GPT(nn.Module):
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.register_buffer("wpe", sinusoidal_positions(config.context, config.n_embd), persistent=False)
-        self.embed_scale = math.sqrt(config.n_embd)  # Vaswani et al. 3.4: token vectors on the sinusoids' scale
+        # token vectors of unit RMS at init, on the sinusoids' scale (see the notebook): 0.02 x 50 = 1
+        self.embed_scale = 1.0 / self.init_std
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -238,14 +241,14 @@ class GPT(nn.Module):
         """GPT-2 initialisation (Radford et al. 2019): N(0, 0.02) weights, zero biases, and the two
         projections that write into the residual stream scaled by 1/sqrt(2 L), one per residual add."""
         if isinstance(module, nn.Linear):
-            std = 0.02
+            std = self.init_std
             if getattr(module, "is_residual_projection", False):
                 std /= math.sqrt(2 * self.config.n_layer)
             nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=self.init_std)
 
     def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         "The final LayerNorm's output (B, T, C) for ids `idx` (B, T) that follow `cache.length` cached tokens."

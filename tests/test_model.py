@@ -249,6 +249,13 @@ def test_residual_projections_are_initialised_smaller_by_sqrt_2L():
         assert (block.mlp.fc.bias == 0).all()
 
 
+def test_token_vectors_enter_at_the_scale_of_the_sinusoids():
+    model = seeded_model(GPTConfig.preset("cpu"))
+    tokens = model.wte.weight * model.embed_scale
+    assert abs(tokens.pow(2).mean().sqrt().item() - 1.0) < 0.02
+    assert abs(model.wpe.pow(2).mean().sqrt().item() - 0.5**0.5) < 0.01
+
+
 @pytest.mark.parametrize("name", ["tiny", "cpu"])
 def test_untrained_model_loss_is_about_ln_vocab(name):
     config = GPTConfig.preset(name)
