@@ -6,7 +6,9 @@
 __all__ = ['GPT_PRESETS', 'sinusoidal_positions', 'GPTConfig', 'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT',
            'param_counts', 'sample_next_token']
 
-# %% ../notebooks/04_model.ipynb #91a2d553
+# %% ../notebooks/04_model.ipynb #ab6052a4
+# Shape letters: B batch, T sequence length, C width of the residual stream (n_embd), V vocabulary,
+# H heads, D = C // H width of one head, L blocks.
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
