@@ -77,8 +77,8 @@ def step_throughput(preset: str, precision: str, compile_model: bool, steps: int
 def make_run_summary() -> str:
     run = data_dir() / "runs" / "shakespeare-cpu"
     records = read_metrics(run)
-    if not records:
-        return "No `make run` folder found yet: run `make run` first, then this script again.\n"
+    if not any(r["kind"] == "val" for r in records):
+        return "No finished `make run` found (no validation in its run folder yet): run `make run`, then this script.\n"
     val = [r for r in records if r["kind"] == "val"]
     done = [r for r in records if r["kind"] == "event" and r["message"].startswith("finished")]
     sample = (run / "sample.txt").read_text() if (run / "sample.txt").is_file() else "(no sample)"
