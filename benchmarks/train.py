@@ -137,10 +137,11 @@ def main() -> int:
         "--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)"
     )
     parser.add_argument("--skip-quality", action="store_true", help="leave out the BPE vs bytes comparison")
+    parser.add_argument("--skip-throughput", action="store_true", help="leave out the throughput table")
     args = parser.parse_args()
 
     rows = []
-    for preset in ("tiny", "cpu"):
+    for preset in ("tiny", "cpu") if not args.skip_throughput else ():
         for precision in ("fp32", "bf16"):
             for compiled in (False, True) if not args.skip_compile else (False,):
                 steps = args.steps * (4 if preset == "tiny" else 1)
@@ -164,13 +165,23 @@ def main() -> int:
         ref = next(x for p, q, c, x in rows if p == preset and q == "fp32" and not c)
         md.append(f"| {preset} | {precision} | {'on' if compiled else 'off'} | {r['tokens_per_s']:,.0f} | "
                   f"{r['mfu']:.0%} | {r['tokens_per_s'] / ref['tokens_per_s']:.2f}x | {r['warmup_s']:.1f} |")  # fmt: skip
+    if args.skip_throughput:
+        md[-4:] = ["Not measured in this run (`--skip-throughput`).", ""]
     peaks = {q: x["peak_gflops"] for p, q, c, x in rows if "peak_gflops" in x}
     md += [
         "",
-        "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + ".",
+        "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + "."
+        if peaks
+        else "",
         "",
     ]
     md += ["### What `make run` reaches", "", make_run_summary()]
+    if args.skip_quality:
+        md += [
+            "### Quality per CPU minute: BPE vs characters",
+            "",
+            "Not measured in this run (`--skip-quality`).",
+        ]
     if not args.skip_quality:
         with tempfile.TemporaryDirectory(prefix="gptlib-bench-") as tmp:
             results = quality_per_minute(args.minutes, Path(tmp))
