@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -245,7 +244,6 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
     assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a POSIX shell")
 def test_sample_command_prints_text(small_data, tmp_path):
     train(tiny(small_data, tmp_path / "run", max_steps=4), log=None, progress=False)
     result = subprocess.run([sys.executable, "-m", "gptlib", "sample", "--run", str(tmp_path / "run"), "--prompt",
