@@ -431,7 +431,9 @@ def _add_model(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gptlib", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gptlib", description="gptlib: GPT pretraining from scratch, from raw text to samples."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_corpus(sub)
     _add_tokenizer(sub)
