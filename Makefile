@@ -15,7 +15,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 NBSTRIP   := $(VENV)/bin/nbstripout --keep-output --keep-count --keep-id \
              --extra-keys "metadata.language_info metadata.widgets cell.metadata.execution"
 
-.PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab venv bench
+.PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab screenshots venv bench
 
 venv: $(STAMP)
 
@@ -71,8 +71,13 @@ execute-notebooks: $(STAMP)
 	    --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.timeout=600 $$nb || exit 1; done
 	$(NBSTRIP) $(NB)
 
+# JupyterLab from .venv on the notebooks; its python3 kernel is this environment. Root (containers) gets --allow-root.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# Refresh docs/screenshots/ from the browser test (needs Debian's chromium-headless-shell).
+screenshots: $(STAMP)
+	GPTLIB_SCREENSHOTS=docs/screenshots $(PY) -m pytest tests/browser -m browser -p no:cacheprovider -q
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
