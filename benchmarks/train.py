@@ -187,7 +187,7 @@ def main() -> int:
             results = quality_per_minute(args.minutes, Path(tmp))
         bpe, chars = results
         md += ["### Quality per CPU minute: BPE vs characters", "",
-               f"The `cpu` model shape (4 layers x 256, context 256, batch 16) trained for the same wall time "
+               "The `cpu` preset's model and batch trained for the same wall time "
                f"(about {args.minutes:g} min each) on the same 40 plays, evaluated on the same 2 held-out plays. Bits "
                "per byte makes the two vocabularies comparable.", "",
                "| tokens | vocab | steps | wall (min) | tokens seen | val loss (nats/token) | val bits/byte |",
