@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .corpus import Corpus, Document, open_corpus
+from .corpus import Corpus, Document, open_corpus, sha256_file
 from .tokenizer import Tokenizer
 
 # %% auto #0
@@ -144,19 +144,11 @@ def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _file_record(folder: Path, path: Path, sha256: str | None = None) -> dict:
     return {
         "path": path.relative_to(folder).as_posix(),
         "bytes": path.stat().st_size,
-        "sha256": sha256 or _sha256_of(path),
+        "sha256": sha256 or sha256_file(path),
     }
 
 
@@ -313,7 +305,7 @@ def _finished_chunk(done: Path, tokens_path: Path, n_documents: int, dtype) -> n
         return None
     if len(lengths) != n_documents or tokens_path.stat().st_size != int(lengths.sum()) * np.dtype(dtype).itemsize:
         return None
-    return lengths if _sha256_of(tokens_path) == expected else None
+    return lengths if sha256_file(tokens_path) == expected else None
 
 # %% ../notebooks/02_data.ipynb #e462e0c5
 def _stream_reader(stream: Path, lengths: np.ndarray, chunk_of: np.ndarray, dtype):
@@ -522,7 +514,7 @@ def _check_file(folder: Path, record: dict, checksums: bool) -> Path:
     if checksums:
         seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
         if _VERIFIED.get(seen) != record["sha256"]:
-            actual = _sha256_of(path)
+            actual = sha256_file(path)
             if actual != record["sha256"]:
                 raise ShardError(f"{path} is corrupted: sha256 {actual[:16]}…, the manifest says {record['sha256'][:16]}…")
             _VERIFIED[seen] = actual

@@ -13,7 +13,6 @@ __all__ = ['TRAIN_PRESETS', 'CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'RESUMABL
 # %% ../notebooks/06_training.ipynb #training-003
 import argparse
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -30,8 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .corpus import data_dir, open_corpus
-from .data import DataConfig, prepare
+from .corpus import data_dir, open_corpus, sha256_file
+from .data import DataConfig, atomic_write, prepare
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import choose_precision, lr_at, make_adamw, mfu, peak_flops
@@ -220,20 +219,6 @@ class CheckpointError(ValueError):
     "A checkpoint is missing, corrupted, of another format, or does not match the run resuming from it."
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def rng_state() -> dict:
     "Every random number generator training touches, as tensors, ints and lists (loadable with weights_only)."
     kind, keys, pos, has_gauss, cached = np.random.get_state()
@@ -273,8 +258,8 @@ def save_checkpoint(folder, *, model, optimizer, scaler, step: int, config: Trai
     meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step, "val_loss": val_loss,
             "config": config.to_dict(), "model_config": model.config.to_dict(), "world_size": len(ranks),
             "tokenizer_fingerprint": tokenizer_fingerprint,
-            "files": {name: _sha256(tmp / name) for name in ("model.safetensors", "state.pt")}}  # fmt: skip
-    _atomic_write_text(tmp / "checkpoint.json", json.dumps(meta, indent=1))
+            "files": {name: sha256_file(tmp / name) for name in ("model.safetensors", "state.pt")}}  # fmt: skip
+    atomic_write(tmp / "checkpoint.json", json.dumps(meta, indent=1).encode())
     if final.exists():  # the same step saved again (after a resume): swap it out
         old = folder / f".old-step-{step:07d}-{os.getpid()}"
         os.replace(final, old)
@@ -306,7 +291,7 @@ def read_checkpoint_meta(path) -> dict:
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{path} is incomplete: {name} is missing")
-        if _sha256(file) != expected:
+        if sha256_file(file) != expected:
             raise CheckpointError(f"{file} is corrupted: its sha256 differs from the one recorded in checkpoint.json")
     return meta
 
@@ -597,7 +582,7 @@ def _train(cfg, d: Distributed, stop, until_step, callback, log, progress) -> li
         random.seed(cfg.seed + d.rank)
         resumed_from = None
     if d.is_main:
-        _atomic_write_text(run / "config.json", json.dumps(cfg.to_dict(), indent=1))
+        atomic_write(run / "config.json", json.dumps(cfg.to_dict(), indent=1).encode())
 
     batches = iter(loader)
     forward_model = model
@@ -846,7 +831,7 @@ def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare",
     plots = save_plots(read_metrics(run), run / "training.png")
     model, tokenizer, meta = load_trained(run, "best")
     text = sample_text(model, tokenizer, prompt, sample_tokens, temperature=0.8, top_k=50, seed=cfg.seed)
-    _atomic_write_text(run / "sample.txt", text + "\n")
+    atomic_write(run / "sample.txt", (text + "\n").encode())
     val = [r for r in read_metrics(run) if r["kind"] == "val"]
     summary = {"run": str(run), "step": meta["step"], "stopped_early": stopped, "plots": str(plots),
                "val_loss": val[-1]["val_loss"] if val else None, "val_bpb": val[-1]["val_bpb"] if val else None,

