@@ -75,6 +75,14 @@ def notebook_names() -> list[str]:
     return sorted(p.stem for p in notebooks_folder().glob("[0-9]*.ipynb"))
 
 
+def _file_tail(path: Path, n: int) -> str:
+    """The last `n` characters of a log file, or "" when it cannot be read."""
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
 class HarnessError(RuntimeError):
     """A process of the harness did not start, or the page did not reach an expected state."""
 
@@ -237,10 +245,7 @@ class LabServer:
             pass
 
     def log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return _file_tail(self.log_path, n)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -284,10 +289,7 @@ class Chromium:
         raise HarnessError(f"chromium wrote no DevToolsActivePort within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return _file_tail(self.log_path, n)
 
     def stop(self) -> None:
         if self.proc is not None:
