@@ -489,6 +489,41 @@ window.__gptlib = {
     }
     return -1;
   },
+  watchFigures() {
+    // Record each picture an output area shows, the moment the page draws it: the cell it is in, its data
+    // URI and whether that cell was running then. Driven by DOM mutations, not by polling, so a fast
+    // machine cannot finish a cell between two looks.
+    const frames = [];
+    const cells = this.notebook.content.widgets;
+    const record = (img) => {
+      const index = cells.findIndex((cell) => cell.node.contains(img));
+      const src = img.getAttribute('src') || '';
+      if (index < 0 || !src.startsWith('data:image/png;base64,')) return;
+      const previous = frames.filter((f) => f.cell === index).pop();
+      if (previous && previous.src === src) return;
+      frames.push({cell: index, src, running: this.runningCell() === index});
+    };
+    const observer = new MutationObserver((mutations) => {
+      for (const m of mutations) {
+        if (m.type === 'attributes' && m.target.tagName === 'IMG') record(m.target);
+        for (const node of m.addedNodes) {
+          if (node.nodeType !== Node.ELEMENT_NODE) continue;
+          if (node.tagName === 'IMG') record(node);
+          node.querySelectorAll('img').forEach(record);
+        }
+      }
+    });
+    observer.observe(this.notebook.content.node,
+                     {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+    this.figures = {frames, observer};
+    return true;
+  },
+  figureFrames() {
+    // What watchFigures recorded, the pictures of running cells only; stops recording.
+    if (!this.figures) return [];
+    this.figures.observer.disconnect();
+    return this.figures.frames.filter((f) => f.running).map((f) => ({cell: f.cell, src: f.src}));
+  },
   outputTexts() {
     return [...this.notebook.node.querySelectorAll('.jp-OutputArea-output')].map((e) => e.textContent);
   },
@@ -552,6 +587,16 @@ class LabPage:
 
     def start_run_all(self) -> None:
         self.page.evaluate("__gptlib.startRunAll()")
+
+    def watch_figures(self) -> None:
+        """Start recording every picture drawn in the notebook's outputs (see `figure_frames`)."""
+        self.page.evaluate("__gptlib.watchFigures()")
+
+    def figure_frames(self) -> list[tuple[int, bytes]]:
+        """The distinct pictures drawn while their cell was running, in order, as (cell index, PNG bytes)."""
+        frames = self.page.evaluate("__gptlib.figureFrames()")
+        prefix = "data:image/png;base64,"
+        return [(f["cell"], base64.b64decode(f["src"][len(prefix) :])) for f in frames]
 
     def run_state(self) -> dict:
         return self.page.evaluate("__gptlib.run")
