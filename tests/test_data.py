@@ -222,6 +222,21 @@ def test_rerun_with_the_same_inputs_reuses_the_finished_shards(tmp_path, sources
     assert changed["shuffle"]["seed"] == 8 and changed["key"] != first["key"], "new inputs rebuild"
 
 
+def test_an_edited_corpus_under_the_same_spec_is_prepared_again(tmp_path, sources):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sources / "corpus", corpus)
+    cfg = config(sources, tmp_path / "out", corpus=str(corpus))
+    first = prepare(cfg, progress=False)
+    assert prepare(cfg, progress=False) == first, "unchanged files are reused"
+    with open(corpus / "doc00.txt", "a", encoding="utf-8") as f:
+        f.write("\nExit, pursued by a bear.\n")
+    edited = prepare(cfg, progress=False)
+    assert edited["key"] != first["key"] and edited["corpus"]["sha256"] != first["corpus"]["sha256"]
+    n_tokens = lambda m: sum(m["splits"][s]["n_tokens"] for s in ("train", "val"))  # noqa: E731
+    assert n_tokens(edited) > n_tokens(first), "the shards hold the edited text"
+    assert read_manifest(tmp_path / "out") == edited
+
+
 def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_completes(
     tmp_path, sources, prepared
 ):
