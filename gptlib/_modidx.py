@@ -232,6 +232,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.train._in_kernel': ('training.html#_in_kernel', 'gptlib/train.py'),
                               'gptlib.train._log_line': ('training.html#_log_line', 'gptlib/train.py'),
                               'gptlib.train._model_fields': ('training.html#_model_fields', 'gptlib/train.py'),
+                              'gptlib.train._opt': ('training.html#_opt', 'gptlib/train.py'),
                               'gptlib.train._parse_bool': ('training.html#_parse_bool', 'gptlib/train.py'),
                               'gptlib.train._train': ('training.html#_train', 'gptlib/train.py'),
                               'gptlib.train.best_checkpoint': ('training.html#best_checkpoint', 'gptlib/train.py'),

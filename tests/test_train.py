@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from gptlib.data import read_manifest
 from gptlib.train import (
     CheckpointError,
     TrainConfig,
     compile_or_fallback,
     config_from_args,
+    config_parser,
     evaluate,
     list_checkpoints,
     load_trained,
@@ -73,6 +76,14 @@ def test_cli_rejects_unknown_flags_and_wrong_types(capsys):
     result = subprocess.run([sys.executable, "-m", "gptlib", "train", "start", "--bogus", "1"], capture_output=True,
                             text=True, cwd=REPO)  # fmt: skip
     assert result.returncode == 2 and "--bogus" in result.stderr
+
+
+def test_every_flag_explains_its_field():
+    shown = " ".join(config_parser().format_help().split())
+    for f in fields(TrainConfig):
+        text = f.metadata.get("help", "")
+        assert len(text) > 10, f"TrainConfig.{f.name} has no description"
+        assert " ".join(text.split()) in shown, f"--{f.name.replace('_', '-')} does not show its description"
 
 
 # --- the loop ---------------------------------------------------------------------------------------------
@@ -134,6 +145,27 @@ def test_corrupted_or_mismatched_checkpoints_are_refused_and_nothing_is_overwrit
         read_checkpoint_meta(meta_path.parent)
     meta_path.write_text("{not json")
     with pytest.raises(CheckpointError, match="not valid JSON"):
+        train(cfg, log=None, progress=False)
+
+
+def test_mfu_never_exceeds_one_when_the_measured_peak_was_too_low(small_data, tmp_path, monkeypatch):
+    import gptlib.train as train_module
+
+    monkeypatch.setattr(train_module, "peak_flops", lambda device, precision: (1e3, "measured on a busy machine"))
+    history = train(tiny(small_data, tmp_path / "run", max_steps=6), log=None, progress=False)
+    mfus = [r["mfu"] for r in history if r["kind"] == "train"]
+    assert mfus and all(0 < m <= 1.0 + 1e-9 for m in mfus), mfus
+
+
+def test_a_run_does_not_resume_on_shards_prepared_again(small_data, tmp_path):
+    shards = tmp_path / "shards"
+    shutil.copytree(small_data / "shards", shards)
+    cfg = tiny(small_data, tmp_path / "run", shards=str(shards), max_steps=8)
+    train(cfg, until_step=4, log=None, progress=False)
+    assert read_checkpoint_meta(list_checkpoints(tmp_path / "run")[-1])["data_key"] == read_manifest(shards)["key"]
+    manifest = json.loads((shards / "manifest.json").read_text())
+    (shards / "manifest.json").write_text(json.dumps({**manifest, "key": "0" * 64}))  # as if prepared again
+    with pytest.raises(CheckpointError, match="other shards"):
         train(cfg, log=None, progress=False)
 
 
@@ -224,6 +256,23 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
     second = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
     out = capsys.readouterr().out
     assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
+
+
+def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(small_data, tmp_path, capsys):
+    texts = tmp_path / "texts"
+    shutil.copytree(small_data / "texts", texts)
+    overrides = {"vocab_size": 300, "max_steps": 3, "eval_every": 3, "checkpoint_every": 3, "micro_batch": 4, "context": 32}
+    run_pipeline("tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False)
+    trained_on = json.loads((tmp_path / "tokenizers" / "texts-300" / "trained_on.json").read_text())
+    with open(sorted(texts.glob("*.txt"))[0], "a", encoding="utf-8") as f:
+        f.write("\nExit, pursued by a bear. " * 50)
+    capsys.readouterr()
+    with pytest.raises(CheckpointError, match="cannot continue.*Delete"):
+        run_pipeline("tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False)
+    out = capsys.readouterr().out
+    assert "reused" not in out, "neither the tokenizer nor the shards of the old corpus are reused"
+    retrained_on = json.loads((tmp_path / "tokenizers" / "texts-300" / "trained_on.json").read_text())
+    assert retrained_on["corpus_stamp"] != trained_on["corpus_stamp"]
 
 
 def test_sample_command_prints_text(small_data, tmp_path):
