@@ -153,9 +153,11 @@ class BatchLoader:
         if self.num_workers == 0:
             return map(self.dataset.__getitem__, itertools.count(step))
         if self._loader is None:
+            # its own generator: starting workers draws their base seed from it, not from torch's global RNG,
+            # so the training loop's random numbers (dropout) are the same with and without workers
             self._loader = DataLoader(self.dataset, batch_size=None, sampler=self._sampler,
                                       num_workers=self.num_workers, prefetch_factor=2, persistent_workers=True,
-                                      pin_memory=self.pin_memory)  # fmt: skip
+                                      pin_memory=self.pin_memory, generator=torch.Generator().manual_seed(self.seed))  # fmt: skip
         self._sampler.start = step
         return iter(self._loader)  # persistent workers: restarts them at `step`, dropping prefetched batches
 

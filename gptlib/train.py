@@ -663,8 +663,7 @@ def _train(cfg, d: Distributed, stop, until_step, callback, log, progress) -> li
                 group["lr"] = lr
             loss_sum = torch.zeros((), device=d.device)
             for micro in range(cfg.grad_accum):
-                with torch.random.fork_rng(devices=[]):  # a DataLoader starting its workers draws a seed from torch's RNG
-                    x, y = next(batches)  # (B, T), (B, T)
+                x, y = next(batches)  # (B, T), (B, T)
                 last = micro == cfg.grad_accum - 1
                 sync = contextlib.nullcontext() if (d.world_size == 1 or last) else forward_model.no_sync()
                 with sync:

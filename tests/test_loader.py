@@ -121,6 +121,17 @@ def test_resume_across_worker_counts_is_bit_identical(shards):
     with_workers.close()
 
 
+def test_starting_workers_leaves_the_global_random_state_alone(shards):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    loader = BatchLoader(shards, "train", batch_size=8, context=16, seed=4, num_workers=2)
+    take(loader, 3)
+    loader.load_state_dict(loader.state_dict())  # restarting the workers draws no seed either
+    take(loader, 2)
+    loader.close()
+    assert torch.equal(torch.get_rng_state(), before), "dropout would differ with and without workers"
+
+
 def test_state_is_three_json_ints_and_bad_states_are_refused(shards):
     loader = BatchLoader(shards, "train", batch_size=4, context=32, num_workers=0)
     take(loader, 3)
