@@ -11,6 +11,7 @@ __all__ = ['GPT4_PATTERN', 'SPECIAL_TOKENS', 'DEFAULT_VOCAB_SIZE', 'FORMAT_NAME'
 
 # %% ../notebooks/01_bpe.ipynb #c014
 import base64
+import gc
 import hashlib
 import heapq
 import json
@@ -19,11 +20,12 @@ import os
 import re
 import sys
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 import regex
@@ -71,13 +73,18 @@ class _Splitter:
         return self.compiled.findall(text)
 
 # %% ../notebooks/01_bpe.ipynb #c023
-def _count_chunks_of(texts: list[str], pattern: str) -> Counter:
-    "Worker: the chunk counts of a batch of texts (runs in a process of the pool)."
-    splitter = _Splitter(pattern)
+def _count_chunks_of(texts: list[str], pattern: str) -> tuple[list[str], list[int]]:
+    "Worker: the distinct chunks of a batch of texts and their counts, as two lists (cheap to pickle)."
+    findall = _Splitter(pattern).findall
     counts = Counter()
     for text in texts:
-        counts.update(splitter.findall(text))
-    return counts
+        counts.update(findall(text))
+    return list(counts), list(counts.values())
+
+
+def _add_counts(total: Counter, chunks: list[str], counts: list[int]) -> None:
+    "`total[chunk] += count` for each pair, in C (`Counter.update` with a mapping loops in Python)."
+    dict.update(total, zip(chunks, map(operator.add, map(total.get, chunks, repeat(0)), counts)))
 
 
 def _batches_of(texts: Iterable[str], batch_chars: int) -> Iterator[list[str]]:
@@ -109,15 +116,16 @@ def default_workers() -> int:
 def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: int | None = None,
                  batch_chars: int | None = None, progress=None) -> Counter:
     """Split every document with `pattern` and count the distinct chunks. Documents stream through in
-    batches of about `batch_chars` characters, split in `workers` processes when there is more than one
-    batch; memory holds two batches per worker plus the counts, so it grows with the number of distinct
-    chunks, not with the corpus. By default a list is cut into four batches per worker (so the workers
-    finish together) and a stream into batches of 1M characters. `progress`, if given, is called with
-    the number of characters of each batch when it is done."""
+    batches of about `batch_chars` characters, split by `workers` processes when there is more than one
+    batch: the caller's process is one of them (it splits a batch whenever the others are busy) and
+    `workers - 1` helper processes take the rest. Memory holds two batches per helper plus the counts,
+    so it grows with the number of distinct chunks, not with the corpus. By default a list is cut into
+    four batches per worker (so the workers finish together) and a stream into batches of 1M characters.
+    `progress`, if given, is called with the number of characters of each batch when it is done."""
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    _Splitter(pattern)  # a bad pattern fails here, in the caller's process
+    findall = _Splitter(pattern).findall  # a bad pattern fails here, in the caller's process
     if batch_chars is None:
         if isinstance(texts, (list, tuple)) and all(isinstance(text, str) for text in texts):
             total = sum(map(len, texts))  # below 2M characters, starting processes costs more than it saves
@@ -125,28 +133,37 @@ def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: 
         else:
             batch_chars = 1 << 20
     report = progress or (lambda n_chars: None)
+    total = Counter()
+
+    def count_here(batch: list[str]) -> None:
+        for text in batch:
+            total.update(findall(text))
+        report(sum(map(len, batch)))
+
     batches = _batches_of(texts, batch_chars)
     first = next(batches, None)
-    if first is None:
-        return Counter()
     second = next(batches, None)
-    total = Counter()
     if second is None or workers == 1:
-        for batch in chain([first], [second] if second else [], batches):
-            total.update(_count_chunks_of(batch, pattern))
-            report(sum(map(len, batch)))
+        for batch in chain([first] if first else [], [second] if second else [], batches):
+            count_here(batch)
         return total
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending = []  # (future, characters): at most two batches in flight per worker
-        for batch in chain([first, second], batches):
-            if len(pending) >= 2 * workers:
-                future, n_chars = pending.pop(0)
-                total.update(future.result())
+    helpers = workers - 1
+    with ProcessPoolExecutor(max_workers=helpers) as pool:
+        pending = deque()  # (future, characters), oldest first: at most two batches per helper
+
+        def collect(wait: bool) -> None:
+            while pending and (wait or pending[0][0].done()):
+                future, n_chars = pending.popleft()
+                _add_counts(total, *future.result())
                 report(n_chars)
-            pending.append((pool.submit(_count_chunks_of, batch, pattern), sum(map(len, batch))))
-        for future, n_chars in pending:
-            total.update(future.result())
-            report(n_chars)
+
+        for batch in chain([first, second], batches):
+            if len(pending) < 2 * helpers:
+                pending.append((pool.submit(_count_chunks_of, batch, pattern), sum(map(len, batch))))
+            else:  # the helpers are busy: split this batch here instead of waiting
+                count_here(batch)
+                collect(wait=False)
+        collect(wait=True)
     return total
 
 # %% ../notebooks/01_bpe.ipynb #c026
@@ -162,86 +179,92 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
 
     Incremental, as in rustbpe (Karpathy's nanochat) and in Sennrich et al.'s original algorithm: pair
     counts stay up to date after each merge by visiting only the chunks that hold the merged pair, and a
-    heap picks the next pair. Heap entries are refreshed lazily: a popped entry whose count is stale is
-    pushed back with its current count (a pair's count only falls once the pair exists, so the first
-    up-to-date entry popped is the true best).
+    heap picks the next pair. Heap entries are refreshed lazily: an entry whose count is stale is put
+    back with its current count (a pair's count only falls once the pair exists, so the first up-to-date
+    entry on top is the true best).
 
     Tie-break, identical to rustbpe's: the highest count wins; among equal counts the smallest pair
     (a, b), compared on a then b, wins. Pairs are counted at every position (`aaa` holds (a, a) twice)
     and a merge rewrites a chunk left to right without overlaps.
 
-    For speed a chunk is held as a str whose code points are token ids, so a merge is `str.replace`
-    and a pair is a 2-character string; both run in C. Stops early when no pair is left (a small corpus)
-    and returns the merges made. `progress`, if given, is called as `progress(merges_done)`."""
+    For speed a chunk is held as a str whose code points are token ids, so finding and rewriting a pair
+    is `str.partition` and a pair is a 2-character string; both run in C. The words that hold the merged
+    pair are grouped by their left and by their right neighbour: each group is one new pair, whose count
+    is exactly what the old neighbour pair loses, so the counts change once per group, not once per
+    word. Stops early when no pair is left (a small corpus) and returns the merges made. `progress`, if
+    given, is called as `progress(merges_done)` every 256 merges."""
     words, weights = [], []
     for chunk, count in chunk_counts.items():
-        word = chunk.encode("utf-8").decode("latin-1")  # one code point per byte, equal to the byte
+        word = chunk if chunk.isascii() else chunk.encode("utf-8").decode("latin-1")  # a code point per byte
         if len(word) >= 2:
             words.append(word)
             weights.append(count)
-    pair_counts = defaultdict(int)
-    where = defaultdict(list)  # pair -> the words that may hold it
+    where = defaultdict(list)  # pair -> the words holding it, once per occurrence (some lose it later)
     for index, word in enumerate(words):
-        weight = weights[index]
-        pairs = list(map(operator.add, word, word[1:]))
-        for pair in pairs:
-            pair_counts[pair] += weight
-        for pair in set(pairs) if len(pairs) > 1 else pairs:
+        for pair in map(operator.add, word, word[1:]):
             where[pair].append(index)
+    weight_of = weights.__getitem__
+    pair_counts = {pair: sum(map(weight_of, holders)) for pair, holders in where.items()}
     ceiling, shift, mask = _COUNT_CEILING, _COUNT_SHIFT, _PAIR_MASK
     heap = [((ceiling - n) << shift) | (ord(p[0]) << 21) | ord(p[1]) for p, n in pair_counts.items()]
     heapq.heapify(heap)
-    heappop, heappush = heapq.heappop, heapq.heappush
-    weight_of = weights.__getitem__
+    heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
     merges: list[tuple[int, int]] = []
-    new_id = 256
     while len(merges) < n_merges and heap:
-        entry = heappop(heap)
+        entry = heap[0]
         key = entry & mask
         a, b = chr(key >> 21), chr(key & 0x1FFFFF)
         ab = a + b
         count = pair_counts[ab]
-        if count != ceiling - (entry >> shift):  # stale: push back with the count it has now
-            if count > 0:
-                heappush(heap, ((ceiling - count) << shift) | key)
+        if count != ceiling - (entry >> shift):  # stale: put it back with the count it has now
+            if count:
+                heapreplace(heap, ((ceiling - count) << shift) | key)
+            else:
+                heappop(heap)
             continue
-        merges.append((ord(a), ord(b)))
+        heappop(heap)
+        new_id = 256 + len(merges)
+        merges.append((key >> 21, key & 0x1FFFFF))
         new = chr(new_id)
-        fresh = defaultdict(list)  # pair holding the new token -> its words, once per occurrence
+        lefts, rights = defaultdict(list), defaultdict(list)  # neighbour -> the words it sits in
+        several = []  # the rare words holding the pair more than once
         for index in where.pop(ab):
             word = words[index]
-            merged = word.replace(ab, new)
-            if merged is word:
+            left, found, right = word.partition(ab)
+            if not found:
                 continue  # an earlier merge took this occurrence
-            words[index] = merged
-            weight = weights[index]
-            last = len(merged) - 1
-            occurrences = len(word) - len(merged)
+            if ab in right:
+                several.append(index)
+                words[index] = word.replace(ab, new)
+                continue
+            words[index] = left + new + right
+            lefts[left[-1:]].append(index)  # x in x a b: (x, a) becomes (x, new)
+            rights[right[:1]].append(index)  # y in a b y: (b, y) becomes (new, y)
+        for index in several:  # every occurrence; two new tokens side by side make (new, new) from (b, a)
+            merged = words[index]
             i = merged.find(new)
-            while True:
-                if i:  # left neighbour x: (x, a) becomes (x, new); after another new it is (new, new)
-                    x = merged[i - 1]
-                    if x != new:
-                        pair_counts[x + a] -= weight
-                    fresh[x + new].append(index)
-                if i < last:  # right neighbour y: (b, y) becomes (new, y); before another new, (b, a) goes
-                    y = merged[i + 1]
-                    if y != new:
-                        pair_counts[b + y] -= weight
-                        fresh[new + y].append(index)
-                    else:
-                        pair_counts[b + a] -= weight
-                occurrences -= 1
-                if not occurrences:
-                    break
+            while i >= 0:
+                if i:
+                    lefts[merged[i - 1]].append(index)
+                if merged[i + 1 : i + 2] not in ("", new):
+                    rights[merged[i + 1]].append(index)
                 i = merged.find(new, i + 1)
+        lefts.pop("", None)  # the pair began its word: no left neighbour
+        rights.pop("", None)  # the pair ended its word: no right neighbour
+        for x, holders in lefts.items():  # a new pair only ever gains: its count is a sum of weights
+            count = sum(map(weight_of, holders))
+            pair_counts[(b if x == new else x) + a] -= count
+            pair_counts[x + new] = count
+            where[x + new] = holders
+            heappush(heap, ((ceiling - count) << shift) | (ord(x) << 21) | new_id)
+        for y, holders in rights.items():
+            count = sum(map(weight_of, holders))
+            pair_counts[b + y] -= count
+            pair_counts[new + y] = count
+            where[new + y] = holders
+            heappush(heap, ((ceiling - count) << shift) | (new_id << 21) | ord(y))
         del pair_counts[ab]
-        for pair, holders in fresh.items():  # new pairs only ever gain: their count is a sum of weights
-            count = pair_counts[pair] = sum(map(weight_of, holders))
-            where[pair] = holders
-            heappush(heap, ((ceiling - count) << shift) | (ord(pair[0]) << 21) | ord(pair[1]))
-        new_id += 1
-        if progress is not None and not new_id & 255:
+        if progress is not None and not len(merges) & 255:
             progress(len(merges))
     return merges
 
@@ -324,11 +347,11 @@ def _bpe_ids(piece: bytes, pair_ranks: dict[int, int]) -> list[int]:
         if best == never:
             break
         i = ranks.index(best)  # the leftmost of the lowest
-        ids[i : i + 2] = [best]
-        del ranks[i]
+        ids[i] = best
+        del ids[i + 1], ranks[i]
         if i < len(ranks):
             ranks[i] = get((best << 21) | ids[i + 1], never)
-        if i > 0:
+        if i:
             ranks[i - 1] = get((ids[i - 1] << 21) | best, never)
     return ids
 
@@ -386,6 +409,19 @@ def _fix_surrogates(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector: a loop that makes tens of thousands of short-lived lists and
+    tuples (and no reference cycles) otherwise triggers collections that walk every live object."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _tiktoken_available() -> bool:
     try:
         import tiktoken  # noqa: F401
@@ -427,16 +463,20 @@ class Tokenizer:
     tiktoken does; every other string round-trips: `decode(encode(s)) == s`."""
 
     def __init__(self, merges, pattern: str = GPT4_PATTERN, *, backend: str = "auto"):
-        self._merges = [(int(a), int(b)) for a, b in merges]
+        self._merges = merges = [(int(a), int(b)) for a, b in merges]
         self._pattern = pattern
         self._splitter = _Splitter(pattern)
         token_bytes = [bytes([i]) for i in range(256)]
-        for index, (a, b) in enumerate(self._merges):
-            new = 256 + index
-            if not (0 <= a < new and 0 <= b < new):
-                raise TokenizerError(f"merge {index} ({a}, {b}) uses an id that does not exist before id {new}")
-            token_bytes.append(token_bytes[a] + token_bytes[b])
-        self._ranks = {token: rank for rank, token in enumerate(token_bytes)}
+        append = token_bytes.append
+        try:  # merge i may use ids below 256 + i only: a later id is past the end of the table
+            for a, b in merges:
+                append(token_bytes[a] + token_bytes[b])
+        except IndexError:
+            pass
+        if len(token_bytes) < 256 + len(merges) or min(chain.from_iterable(merges), default=0) < 0:
+            index, (a, b) = next((i, m) for i, m in enumerate(merges) if not 0 <= min(m) <= max(m) < 256 + i)
+            raise TokenizerError(f"merge {index} ({a}, {b}) uses an id that does not exist before id {256 + index}")
+        self._ranks = dict(zip(token_bytes, range(len(token_bytes))))
         if len(self._ranks) != len(token_bytes):
             first = {}
             for rank, token in enumerate(token_bytes):
@@ -627,15 +667,16 @@ class Tokenizer:
             self._pair_ranks = pair_ranks_of(self._decode_table[: -len(SPECIAL_TOKENS)], self._ranks)
         ranks, pair_ranks = self._ranks, self._pair_ranks
         try:
-            for chunk in missing:
-                piece = chunk.encode("utf-8")
-                rank = ranks.get(piece)
-                if rank is not None:
-                    cache[chunk] = (rank,)
-                elif len(piece) <= _LONG_CHUNK:
-                    cache[chunk] = tuple(_bpe_ids(piece, pair_ranks))
-                else:
-                    cache[chunk] = tuple(ranks[part] for part in _bpe_long(piece, ranks))
+            with _gc_paused():
+                for chunk in missing:
+                    piece = chunk.encode("utf-8")
+                    rank = ranks.get(piece)
+                    if rank is not None:
+                        cache[chunk] = (rank,)
+                    elif len(piece) <= _LONG_CHUNK:
+                        cache[chunk] = tuple(_bpe_ids(piece, pair_ranks))
+                    else:
+                        cache[chunk] = tuple(ranks[part] for part in _bpe_long(piece, ranks))
         except UnicodeEncodeError:
             return self._encode_ordinary_python(_fix_surrogates(text))
         return list(chain.from_iterable(map(cache.__getitem__, chunks)))

@@ -142,6 +142,49 @@ def test_train_merges_of_empty_counts_is_empty():
     assert train_merges({"a": 5}, 10) == []
 
 
+def _recounting_merges(chunk_counts, n_merges):
+    "The textbook loop on weighted chunks: recount every pair, merge the best (highest count, then smallest)."
+    words = {tuple(chunk.encode()): count for chunk, count in chunk_counts.items()}
+    merges = []
+    for new in range(256, 256 + n_merges):
+        counts = {}
+        for word, weight in words.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] = counts.get(pair, 0) + weight
+        if not counts:
+            break
+        best = min(counts, key=lambda pair: (-counts[pair], pair))
+        merges.append(best)
+        merged = {}
+        for word, weight in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if word[i : i + 2] == best:
+                    out.append(new)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + weight
+        words = merged
+    return merges
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(alphabet="abé ", min_size=1, max_size=12), st.integers(1, 9), max_size=12))
+def test_train_merges_equals_recounting_on_repeated_and_overlapping_pairs(chunk_counts):
+    # a tiny alphabet makes runs (aaaa), repeats (abab) and pairs next to their own merge (new, new)
+    assert train_merges(chunk_counts, 40) == _recounting_merges(chunk_counts, 40)
+
+
+def test_tokenizer_rejects_merges_that_use_ids_not_made_yet():
+    with pytest.raises(TokenizerError, match=r"merge 1 \(300, 2\) uses an id"):
+        Tokenizer([(0, 1), (300, 2)])
+    with pytest.raises(TokenizerError, match=r"merge 0 \(0, -1\) uses an id"):
+        Tokenizer([(0, -1)])
+    assert Tokenizer([(0, 1), (256, 2)]).token_bytes(257) == b"\x00\x01\x02"
+
+
 # --- bad training input ---------------------------------------------------------------------------------
 
 
