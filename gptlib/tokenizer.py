@@ -238,8 +238,10 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
                 words[index] = word.replace(ab, new)
                 continue
             words[index] = left + new + right
-            lefts[left[-1:]].append(index)  # x in x a b: (x, a) becomes (x, new)
-            rights[right[:1]].append(index)  # y in a b y: (b, y) becomes (new, y)
+            if left:
+                lefts[left[-1]].append(index)  # x in x a b: (x, a) becomes (x, new)
+            if right:
+                rights[right[0]].append(index)  # y in a b y: (b, y) becomes (new, y)
         for index in several:  # every occurrence; two new tokens side by side make (new, new) from (b, a)
             merged = words[index]
             i = merged.find(new)
@@ -249,19 +251,19 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
                 if merged[i + 1 : i + 2] not in ("", new):
                     rights[merged[i + 1]].append(index)
                 i = merged.find(new, i + 1)
-        lefts.pop("", None)  # the pair began its word: no left neighbour
-        rights.pop("", None)  # the pair ended its word: no right neighbour
         for x, holders in lefts.items():  # a new pair only ever gains: its count is a sum of weights
-            count = sum(map(weight_of, holders))
+            count = weights[holders[0]] if len(holders) == 1 else sum(map(weight_of, holders))
             pair_counts[(b if x == new else x) + a] -= count
-            pair_counts[x + new] = count
-            where[x + new] = holders
+            pair = x + new
+            pair_counts[pair] = count
+            where[pair] = holders
             heappush(heap, ((ceiling - count) << shift) | (ord(x) << 21) | new_id)
         for y, holders in rights.items():
-            count = sum(map(weight_of, holders))
+            count = weights[holders[0]] if len(holders) == 1 else sum(map(weight_of, holders))
             pair_counts[b + y] -= count
-            pair_counts[new + y] = count
-            where[new + y] = holders
+            pair = new + y
+            pair_counts[pair] = count
+            where[pair] = holders
             heappush(heap, ((ceiling - count) << shift) | (new_id << 21) | ord(y))
         del pair_counts[ab]
         if progress is not None and not len(merges) & 255:
@@ -324,24 +326,25 @@ def _bpe_long(piece: bytes, ranks: dict[bytes, int]) -> list[bytes]:
     return parts
 
 
-def pair_ranks_of(token_bytes: list[bytes], ranks: dict[bytes, int]) -> dict[int, int]:
-    """`left << 21 | right` -> the id of `left + right`, for every way to cut a token into two tokens.
-    With it, the rule above runs on ids: no bytes are joined while encoding."""
-    table = {}
+def pair_ranks_of(token_bytes: list[bytes], ranks: dict[bytes, int]) -> list[dict[int, int]]:
+    """`table[left][right]` is the id of `left + right`, for every way to cut a token into two tokens.
+    With it, the rule above runs on ids: no bytes are joined while encoding. One small dict per left id
+    (a list index, then a dict lookup) costs fewer steps than one dict keyed by a packed pair."""
+    table = [{} for _ in token_bytes]
     for rank, token in enumerate(token_bytes):
         for cut in range(1, len(token)):
             left = ranks.get(token[:cut])
             right = ranks.get(token[cut:]) if left is not None else None
             if right is not None:
-                table[(left << 21) | right] = rank
+                table[left][right] = rank
     return table
 
 
-def _bpe_ids(piece: bytes, pair_ranks: dict[int, int]) -> list[int]:
+def _bpe_ids(piece: bytes, pair_ranks: list[dict[int, int]]) -> list[int]:
     "`_bpe_short` on ids: the rank of a pair's concatenation is the id it merges into."
     ids = list(piece)
-    get, never = pair_ranks.get, _NEVER
-    ranks = [get((left << 21) | right, never) for left, right in zip(ids, ids[1:])]
+    never = _NEVER
+    ranks = [pair_ranks[left].get(right, never) for left, right in zip(ids, ids[1:])]
     while ranks:
         best = min(ranks)
         if best == never:
@@ -350,9 +353,9 @@ def _bpe_ids(piece: bytes, pair_ranks: dict[int, int]) -> list[int]:
         ids[i] = best
         del ids[i + 1], ranks[i]
         if i < len(ranks):
-            ranks[i] = get((best << 21) | ids[i + 1], never)
+            ranks[i] = pair_ranks[best].get(ids[i + 1], never)
         if i:
-            ranks[i - 1] = get((ids[i - 1] << 21) | best, never)
+            ranks[i - 1] = pair_ranks[ids[i - 1]].get(best, never)
     return ids
 
 
