@@ -224,8 +224,8 @@ def main() -> int:
             "",
             *train_rows,
             "",
-            "gptlib splits the corpus in worker processes (one per CPU) and runs the merge loop in one Python "
-            "process; rustbpe splits with rayon threads. The CPU ratio compares total CPU seconds (all threads and "
+            "gptlib splits the corpus in its own process plus one helper process per other CPU, then runs the "
+            "merge loop in one Python process; rustbpe splits with rayon threads. The CPU ratio compares total CPU seconds (all threads and "
             "worker processes), which a busy machine disturbs less than wall time. HF tokenizers uses its own "
             "tie-break, so its merges differ.",
             "",

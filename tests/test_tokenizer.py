@@ -123,7 +123,9 @@ def test_merges_equal_rustbpe_on_the_whole_corpus(tokenizer, corpus_texts):
 
 def test_parallel_chunk_counts_equal_sequential(corpus_texts):
     texts = corpus_texts[:6]
-    assert count_chunks(texts, workers=2, batch_chars=200_000) == count_chunks(texts, workers=1)
+    sequential = count_chunks(texts, workers=1)
+    assert count_chunks(texts, workers=2, batch_chars=200_000) == sequential
+    assert count_chunks(iter(texts), workers=3, batch_chars=100_000) == sequential  # a stream, two helpers
 
 
 def test_ascii_splitter_matches_the_regex_package():
