@@ -210,6 +210,7 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
     heapq.heapify(heap)
     heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
     merges: list[tuple[int, int]] = []
+    lefts, rights, several = defaultdict(list), defaultdict(list), []
     while len(merges) < n_merges and heap:
         entry = heap[0]
         key = entry & mask
@@ -226,8 +227,9 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
         new_id = 256 + len(merges)
         merges.append((key >> 21, key & 0x1FFFFF))
         new = chr(new_id)
-        lefts, rights = defaultdict(list), defaultdict(list)  # neighbour -> the words it sits in
-        several = []  # the rare words holding the pair more than once
+        lefts.clear()  # neighbour -> the words it sits in
+        rights.clear()
+        several.clear()  # the rare words holding the pair more than once
         for index in where.pop(ab):
             word = words[index]
             left, found, right = word.partition(ab)
@@ -253,14 +255,14 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
                 i = merged.find(new, i + 1)
         for x, holders in lefts.items():  # a new pair only ever gains: its count is a sum of weights
             count = weights[holders[0]] if len(holders) == 1 else sum(map(weight_of, holders))
-            pair_counts[(b if x == new else x) + a] -= count
+            pair_counts[(b if x == new else x) + a] -= count  # what (x, new) gains, (x, a) loses
             pair = x + new
             pair_counts[pair] = count
             where[pair] = holders
             heappush(heap, ((ceiling - count) << shift) | (ord(x) << 21) | new_id)
         for y, holders in rights.items():
             count = weights[holders[0]] if len(holders) == 1 else sum(map(weight_of, holders))
-            pair_counts[b + y] -= count
+            pair_counts[b + y] -= count  # what (new, y) gains, (b, y) loses
             pair = new + y
             pair_counts[pair] = count
             where[pair] = holders
