@@ -117,11 +117,12 @@ def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: 
                  batch_chars: int | None = None, progress=None) -> Counter:
     """Split every document with `pattern` and count the distinct chunks. Documents stream through in
     batches of about `batch_chars` characters, split by `workers` processes when there is more than one
-    batch: the caller's process is one of them (it splits a batch whenever the others are busy) and
-    `workers - 1` helper processes take the rest. Memory holds two batches per helper plus the counts,
-    so it grows with the number of distinct chunks, not with the corpus. By default a list is cut into
-    four batches per worker (so the workers finish together) and a stream into batches of 1M characters.
-    `progress`, if given, is called with the number of characters of each batch when it is done."""
+    batch: `workers - 1` helper processes take one batch each at a time, and the caller's process splits
+    every other batch itself, a document at a time, handing the next batch to a helper as soon as one is
+    free (so all finish together). Memory holds a batch per worker plus the counts, so it grows with the
+    number of distinct chunks, not with the corpus. By default a list is cut into four batches per worker
+    and a stream into batches of 1M characters. `progress`, if given, is called with the number of
+    characters of each batch when it is done."""
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -134,36 +135,39 @@ def count_chunks(texts: Iterable[str], pattern: str = GPT4_PATTERN, *, workers: 
             batch_chars = 1 << 20
     report = progress or (lambda n_chars: None)
     total = Counter()
-
-    def count_here(batch: list[str]) -> None:
-        for text in batch:
-            total.update(findall(text))
-        report(sum(map(len, batch)))
-
     batches = _batches_of(texts, batch_chars)
-    first = next(batches, None)
-    second = next(batches, None)
+    first, second = next(batches, None), next(batches, None)
+    batches = chain([first] if first else [], [second] if second else [], batches)
     if second is None or workers == 1:
-        for batch in chain([first] if first else [], [second] if second else [], batches):
-            count_here(batch)
+        for batch in batches:
+            for text in batch:
+                total.update(findall(text))
+            report(sum(map(len, batch)))
         return total
     helpers = workers - 1
     with ProcessPoolExecutor(max_workers=helpers) as pool:
-        pending = deque()  # (future, characters), oldest first: at most two batches per helper
+        pending = deque()  # (future, characters), oldest first: one batch per helper
 
-        def collect(wait: bool) -> None:
-            while pending and (wait or pending[0][0].done()):
+        def keep_helpers_busy() -> None:
+            while pending and pending[0][0].done():
                 future, n_chars = pending.popleft()
                 _add_counts(total, *future.result())
                 report(n_chars)
-
-        for batch in chain([first, second], batches):
-            if len(pending) < 2 * helpers:
+            while len(pending) < helpers:
+                batch = next(batches, None)
+                if batch is None:
+                    return
                 pending.append((pool.submit(_count_chunks_of, batch, pattern), sum(map(len, batch))))
-            else:  # the helpers are busy: split this batch here instead of waiting
-                count_here(batch)
-                collect(wait=False)
-        collect(wait=True)
+
+        keep_helpers_busy()
+        for batch in batches:  # the batches no helper was free for
+            for text in batch:
+                total.update(findall(text))
+                keep_helpers_busy()
+            report(sum(map(len, batch)))
+        for future, n_chars in pending:
+            _add_counts(total, *future.result())
+            report(n_chars)
     return total
 
 # %% ../notebooks/01_bpe.ipynb #c026
