@@ -177,6 +177,21 @@ _PAIR_MASK = (1 << 42) - 1
 MAX_VOCAB_SIZE = 0x110000  # token ids are held as code points while training
 
 
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector. Training keeps ~100,000 lists alive and the cold encoder makes
+    tens of thousands of tuples, none in a reference cycle; meanwhile each full collection would walk
+    every live object of the process, for nothing. Also a decorator: `@_gc_paused()`."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@_gc_paused()
 def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> list[tuple[int, int]]:
     """Learn up to `n_merges` BPE merges from distinct chunks and their counts. Ids 0..255 are the bytes;
     merge `i` creates id `256 + i`.
@@ -416,19 +431,6 @@ def check_vocab_size(vocab_size) -> int:
 def _fix_surrogates(text: str) -> str:
     "Lone surrogates cannot be UTF-8: replace them with U+FFFD (a pair joins), as tiktoken does."
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-@contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector: a loop that makes tens of thousands of short-lived lists and
-    tuples (and no reference cycles) otherwise triggers collections that walk every live object."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _tiktoken_available() -> bool:
