@@ -690,8 +690,9 @@ def _train(cfg, d: Distributed, stop, until_step, callback, log, progress) -> li
             if step % cfg.log_every == 0 or step == cfg.max_steps or skipped_now:
                 elapsed = time.perf_counter() - window_start
                 tokens_per_s = window_steps * tokens_per_step / max(elapsed, 1e-9)
-                if peak_source.startswith("measured"):  # a busy machine can spoil the start-up measurement: the
-                    peak = max(peak, tokens_per_s / d.world_size * flops_per_token)  # model's own rate bounds it too
+                achieved = tokens_per_s / d.world_size * flops_per_token  # model FLOP/s of this process
+                if achieved > peak and peak_source.startswith("measured"):  # the start-up measurement ran on a
+                    peak = max(achieved, peak_flops(d.device, precision.name)[0])  # busy machine: measure again
                 emit({"kind": "train", "step": step, "loss": train_loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
                       "loss_scale": scale_before, "skipped": skipped, "skipped_now": bool(skipped_now),
                       "tokens_per_s": tokens_per_s, "mfu": mfu(tokens_per_s / d.world_size, flops_per_token, peak),
