@@ -478,15 +478,10 @@ class Tokenizer:
         self._pattern = pattern
         self._splitter = _Splitter(pattern)
         token_bytes = [bytes([i]) for i in range(256)]
-        append = token_bytes.append
-        try:  # merge i may use ids below 256 + i only: a later id is past the end of the table
-            for a, b in merges:
-                append(token_bytes[a] + token_bytes[b])
-        except IndexError:
-            pass
-        if len(token_bytes) < 256 + len(merges) or min(chain.from_iterable(merges), default=0) < 0:
-            index, (a, b) = next((i, m) for i, m in enumerate(merges) if not 0 <= min(m) <= max(m) < 256 + i)
-            raise TokenizerError(f"merge {index} ({a}, {b}) uses an id that does not exist before id {256 + index}")
+        for index, (a, b) in enumerate(merges):  # merge i may use only the ids made before it: below 256 + i
+            if not (0 <= a < 256 + index and 0 <= b < 256 + index):
+                raise TokenizerError(f"merge {index} ({a}, {b}) uses an id that does not exist before id {256 + index}")
+            token_bytes.append(token_bytes[a] + token_bytes[b])
         self._ranks = dict(zip(token_bytes, range(len(token_bytes))))
         if len(self._ranks) != len(token_bytes):
             first = {}
