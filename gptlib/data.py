@@ -5,7 +5,6 @@
 # %% ../notebooks/02_data.ipynb #d4cb0a3b
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -13,23 +12,24 @@ import shutil
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__
-from .corpus import Corpus, Document, open_corpus, sha256_file
+from .config import Config, opt
+from .corpus import Corpus, Document, open_corpus
+from .files import (atomic_open, atomic_write, new_sha256, remove_stale_temporaries, rename, replace_folder,
+                          sha256_bytes, sha256_file)
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'MANIFEST_NAME', 'PERMUTATION_NAME', 'SPLITS', 'SHARD_SUFFIXES', 'LLMC_MAGIC',
-           'LLMC_VERSION', 'LLMC_HEADER_INTS', 'token_dtype', 'frame', 'shuffle_documents', 'split_documents',
-           'ShardError', 'atomic_open', 'atomic_write', 'readable_count', 'tokenizer_name', 'metadata_text',
-           'plan_shards', 'write_shard', 'DataConfig', 'document_chunks', 'encode_documents', 'preparation_key',
-           'prepare', 'read_manifest', 'verify_split', 'TokenSplit', 'open_split', 'export_nanogpt', 'export_llmc',
-           'read_nanogpt_bin', 'read_llmc_bin', 'document_ends', 'import_bins']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'MANIFEST_NAME', 'PERMUTATION_NAME', 'SPLITS', 'SHARD_SUFFIXES', 'token_dtype', 'frame',
+           'shuffle_documents', 'split_documents', 'ShardError', 'readable_count', 'tokenizer_name', 'metadata_text',
+           'plan_shards', 'file_record', 'write_shard', 'DataConfig', 'document_chunks', 'encode_documents',
+           'preparation_key', 'prepare', 'describe_tokenizer', 'publish', 'read_manifest', 'verify_split', 'TokenSplit',
+           'open_split']
 
 # %% ../notebooks/02_data.ipynb #1efc0f55
 def token_dtype(n_vocab: int) -> np.dtype:
@@ -82,30 +82,6 @@ class ShardError(ValueError):
     """Shards on disk that are missing, truncated, corrupted, of the wrong dtype, not described by a
     valid manifest, or made by another tokenizer. The message names the file and the problem."""
 
-
-@contextmanager
-def atomic_open(path: Path, durable: bool = True):
-    """Open `path` for binary writing under a temporary name; on success flush, fsync (when `durable`) and
-    rename it into place. On any error (or a kill) the final name is never created and the temporary file
-    is removed when Python still can."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        with open(partial, "wb") as f:
-            yield f
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    with atomic_open(path, durable) as f:
-        f.write(data)
-
 # %% ../notebooks/02_data.ipynb #81931217
 def readable_count(n: int, unit: str = "T") -> str:
     """`1234567` -> `'1.23 MT'`: three significant digits and an SI prefix, as DataTrove's metadata has it."""
@@ -144,7 +120,7 @@ def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def _file_record(folder: Path, path: Path, sha256: str | None = None) -> dict:
+def file_record(folder: Path, path: Path, sha256: str | None = None) -> dict:
     return {
         "path": path.relative_to(folder).as_posix(),
         "bytes": path.stat().st_size,
@@ -167,7 +143,7 @@ def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype,
     folder, dtype = Path(folder), np.dtype(dtype)
     root = Path(root) if root is not None else folder
     folder.mkdir(parents=True, exist_ok=True)
-    ends, n_tokens, digest = [], 0, hashlib.sha256()
+    ends, n_tokens, digest = [], 0, new_sha256()
     tokens_path = folder / f"{name}.ds"
     with atomic_open(tokens_path) as f:
         for tokens in documents:
@@ -181,38 +157,29 @@ def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype,
         raise ValueError(f"shard {name} would hold no document")
     atomic_write(folder / f"{name}.ds.index", np.asarray(ends, dtype="<u8").tobytes())
     atomic_write(folder / f"{name}.ds.metadata", metadata_text(tok_name, dtype.itemsize, n_tokens).encode())
-    files = [_file_record(root, tokens_path, digest.hexdigest())]
-    files += [_file_record(root, folder / f"{name}{suffix}") for suffix in SHARD_SUFFIXES[1:]]
+    files = [file_record(root, tokens_path, digest.hexdigest())]
+    files += [file_record(root, folder / f"{name}{suffix}") for suffix in SHARD_SUFFIXES[1:]]
     return {"name": name, "n_tokens": n_tokens, "n_documents": len(ends), "files": files}
 
 # %% ../notebooks/02_data.ipynb #32317d3b
 @dataclass
-class DataConfig:
+class DataConfig(Config):
     """Everything `prepare` needs: where the documents and the tokenizer come from, where the shards go,
     and how they are shuffled, split and cut."""
 
-    corpus: str = "shakespeare"  # a spec for gptlib.corpus.open_corpus
-    tokenizer: Path | None = None  # a folder saved by Tokenizer.save (required)
-    out: Path | None = None  # the output folder (required)
-    seed: int = 1337  # seeds the document permutation
-    val_fraction: float = 0.01  # share of documents held out for validation (at least one document)
-    shard_tokens: int = 50_000_000  # target tokens per shard file (100 MB of uint16)
-    workers: int | None = None  # tokenizer worker processes; None lets the tokenizer choose
-    chunk_chars: int = 2_000_000  # characters tokenized at once: bounds memory
+    corpus: str = opt("shakespeare", "shakespeare, shakespeare-folio, a folder of .txt, .jsonl, .parquet or hf:NAME")
+    tokenizer: Path | None = opt(None, "a tokenizer folder (saved by Tokenizer.save)")
+    out: Path | None = opt(None, "the output folder for the shards and manifest.json")
+    seed: int = opt(1337, "seeds the document permutation", low=0)
+    val_fraction: float = opt(0.01, "share of documents held out for validation (at least one document)", positive=True)
+    shard_tokens: int = opt(50_000_000, "target tokens per shard file (100 MB of uint16)", low=1)
+    workers: int | None = opt(None, "tokenizer worker processes (default: the tokenizer chooses)", low=1)
+    chunk_chars: int = opt(2_000_000, "characters tokenized at once: bounds memory", low=1)
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.tokenizer is None or self.out is None:
             raise ValueError("DataConfig needs tokenizer= (a tokenizer folder) and out= (the output folder)")
-        self.tokenizer, self.out, self.corpus = Path(self.tokenizer), Path(self.out), str(self.corpus)
-        for name in ("shard_tokens", "chunk_chars"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"DataConfig.{name} must be a positive int, got {value!r}")
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
-            raise ValueError(f"DataConfig.workers must be None or a positive int, got {self.workers!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"DataConfig.seed must be a non-negative int, got {self.seed!r}")
-        if not isinstance(self.val_fraction, (int, float)) or not 0 < self.val_fraction < 1:
+        if not self.val_fraction < 1:
             raise ValueError(f"DataConfig.val_fraction must be strictly between 0 and 1, got {self.val_fraction!r}")
 
 # %% ../notebooks/02_data.ipynb #33505ef1
@@ -238,7 +205,7 @@ def encode_documents(tokenizer, texts: list[str], dtype, workers: int | None = N
 
 def _write_chunk(stream: Path, k: int, ids: list[list[int]], tokenizer, dtype) -> np.ndarray:
     """Frame one chunk's token ids and write its stream file, then its JSON record (lengths, sha256)."""
-    digest, lengths = hashlib.sha256(), []
+    digest, lengths = new_sha256(), []
     with atomic_open(stream / f"chunk_{k:06d}.tok", durable=False) as f:
         for one in ids:
             tokens = frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype)
@@ -258,7 +225,7 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
     from tqdm.auto import tqdm
 
     stream.mkdir(parents=True, exist_ok=True)
-    lengths, chunk_of, n_bytes, corpus_digest = [], [], 0, hashlib.sha256()
+    lengths, chunk_of, n_bytes, corpus_digest = [], [], 0, new_sha256()
     bar = tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress)
     pending = deque()  # (k, documents, bytes, lengths of a reused chunk or the future of its ids)
 
@@ -348,7 +315,7 @@ def _finished_shard(folder: Path, split: str, name: str, n_documents: int, n_tok
     if paths[0].stat().st_size != n_tokens * np.dtype(dtype).itemsize or paths[1].stat().st_size != 8 * n_documents:
         return None
     return {"name": name, "n_tokens": n_tokens, "n_documents": n_documents,
-            "files": [_file_record(folder, p) for p in paths]}  # fmt: skip
+            "files": [file_record(folder, p) for p in paths]}  # fmt: skip
 
 # %% ../notebooks/02_data.ipynb #13560faf
 def _load_tokenizer(tokenizer) -> Tokenizer:
@@ -363,7 +330,7 @@ def preparation_key(cfg: DataConfig, fingerprint: str, corpus_stamp: str) -> str
     inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "corpus_stamp": corpus_stamp,
               "tokenizer": fingerprint, "seed": cfg.seed, "val_fraction": cfg.val_fraction,
               "shard_tokens": cfg.shard_tokens}  # fmt: skip
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())
 
 
 def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | None = None) -> dict:
@@ -383,6 +350,7 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
     from tqdm.auto import tqdm
 
     work = out / f".work-{key[:16]}"
+    remove_stale_temporaries(work, recursive=True)  # files a killed run was writing
     lengths, chunk_of, corpus_summary = _tokenize_stream(
         corpus, tok, dtype, work / f"stream-{cfg.chunk_chars}", cfg, progress
     )
@@ -406,26 +374,26 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
         "key": key,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "corpus": corpus_summary,
-        "tokenizer": _tokenizer_summary(tok),
+        "tokenizer": describe_tokenizer(tok),
         "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": "<|bos|> document <|eos|>"},
         "shuffle": {"generator": "numpy.random.default_rng(seed).permutation (PCG64)", "seed": cfg.seed,
-                    "file": _file_record(work, work / PERMUTATION_NAME)},  # fmt: skip
+                    "file": file_record(work, work / PERMUTATION_NAME)},  # fmt: skip
         "split": {"val_fraction": cfg.val_fraction,
                   "rule": "val = the first max(1, round(N * val_fraction)) documents of the permutation, train = the rest",
                   "n_val_documents": len(split_ids["val"])},  # fmt: skip
         "shard_tokens": cfg.shard_tokens,
         "splits": splits,
     }
-    _publish(work, out, manifest)
+    publish(work, out, manifest)
     return manifest
 
 
-def _tokenizer_summary(tok) -> dict:
+def describe_tokenizer(tok) -> dict:
     return {"name": tokenizer_name(tok), "fingerprint": tok.fingerprint(), "n_vocab": tok.n_vocab,
             "bos_id": tok.bos_id, "eos_id": tok.eos_id}  # fmt: skip
 
 # %% ../notebooks/02_data.ipynb #3d201a98
-def _publish(work: Path, out: Path, manifest: dict) -> None:
+def publish(work: Path, out: Path, manifest: dict) -> None:
     """Move the finished splits from the work folder into `out`, then write the manifest (last)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_NAME).unlink(missing_ok=True)
@@ -435,9 +403,8 @@ def _publish(work: Path, out: Path, manifest: dict) -> None:
             strangers = [p.name for p in target.iterdir() if not p.name.startswith(f"{split}_")]
             if strangers:
                 raise ShardError(f"refusing to replace {target}: it holds files that are not shards ({strangers[:3]})")
-            shutil.rmtree(target)
-        os.replace(work / split, target)
-    os.replace(work / PERMUTATION_NAME, out / PERMUTATION_NAME)
+        replace_folder(work / split, target)
+    rename(work / PERMUTATION_NAME, out / PERMUTATION_NAME)
     atomic_write(out / MANIFEST_NAME, (json.dumps(manifest, indent=1) + "\n").encode())
     shutil.rmtree(work)
 
@@ -651,142 +618,3 @@ def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) ->
             )
     verify_split(folder, manifest, split, checksums=checksums)
     return TokenSplit(folder, manifest, split)
-
-# %% ../notebooks/02_data.ipynb #97d0d6e2
-LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256
-
-
-def _uint16_only(manifest: dict, what: str) -> None:
-    if manifest["tokens"]["dtype"] != "uint16":
-        raise ValueError(f"{what} stores uint16 tokens; these shards are {manifest['tokens']['dtype']}")
-
-
-def _copy_split(folder: Path, split: str, out, checksums: bool = True) -> int:
-    """Append the raw token bytes of a split's shards to an open file; returns the token count."""
-    manifest = read_manifest(folder)
-    for shard in verify_split(folder, manifest, split, checksums):
-        with open(folder / shard["files"][0]["path"], "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 22)
-    return manifest["splits"][split]["n_tokens"]
-
-
-def export_nanogpt(folder, out) -> dict[str, Path]:
-    """Write nanoGPT's `train.bin` and `val.bin` (headerless uint16) from a prepared folder."""
-    folder, out = Path(folder), Path(out)
-    _uint16_only(read_manifest(folder), "nanoGPT")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split in SPLITS:
-        paths[split] = out / f"{split}.bin"
-        with atomic_open(paths[split]) as f:
-            _copy_split(folder, split, f)
-    return paths
-
-
-def export_llmc(folder, out, prefix: str = "gptlib") -> dict[str, Path]:
-    """Write llm.c's `<prefix>_train.bin` / `<prefix>_val.bin`: 256 int32 header, then uint16 tokens."""
-    folder, out = Path(folder), Path(out)
-    manifest = read_manifest(folder)
-    _uint16_only(manifest, "llm.c (version 1)")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split in SPLITS:
-        header = np.zeros(LLMC_HEADER_INTS, dtype="<i4")
-        header[:3] = LLMC_MAGIC, LLMC_VERSION, manifest["splits"][split]["n_tokens"]
-        paths[split] = out / f"{prefix}_{split}.bin"
-        with atomic_open(paths[split]) as f:
-            f.write(header.tobytes())
-            _copy_split(folder, split, f)
-    return paths
-
-
-def read_nanogpt_bin(path) -> np.ndarray:
-    """The tokens of a nanoGPT `.bin`, memory-mapped (uint16)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no nanoGPT file {path}")
-    if path.stat().st_size % 2:
-        raise ShardError(f"{path} has an odd number of bytes: not a file of uint16 tokens")
-    return np.memmap(path, dtype="<u2", mode="r").view(np.ndarray)
-
-
-def read_llmc_bin(path) -> np.ndarray:
-    """The tokens of an llm.c `.bin` (version 1), memory-mapped after checking its header."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no llm.c file {path}")
-    header_bytes = 4 * LLMC_HEADER_INTS
-    if path.stat().st_size < header_bytes:
-        raise ShardError(f"{path} is shorter than llm.c's {header_bytes}-byte header")
-    header = np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS)
-    if header[0] != LLMC_MAGIC:
-        raise ShardError(f"{path} is not an llm.c token file: magic {header[0]}, expected {LLMC_MAGIC}")
-    if header[1] != LLMC_VERSION:
-        raise ShardError(f"{path} is llm.c version {header[1]}; only version {LLMC_VERSION} (uint16) is read")
-    n_tokens = int(header[2])
-    if path.stat().st_size != header_bytes + 2 * n_tokens:
-        raise ShardError(f"{path}: the header says {n_tokens:,d} tokens, the file holds {(path.stat().st_size - header_bytes) // 2:,d}")
-    return np.memmap(path, dtype="<u2", mode="r", offset=header_bytes, shape=(n_tokens,)).view(np.ndarray)
-
-# %% ../notebooks/02_data.ipynb #66d58ea5
-def document_ends(tokens: np.ndarray, eos_id: int, block: int = 1 << 24) -> np.ndarray:
-    """Cumulative document ends of a token stream: just after each `eos_id`, plus the end of the stream
-    when it does not finish with one. Scans `block` tokens at a time."""
-    ends = [np.flatnonzero(tokens[i : i + block] == eos_id) + (i + 1) for i in range(0, len(tokens), block)]
-    ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
-    if len(tokens) and (len(ends) == 0 or ends[-1] != len(tokens)):
-        ends = np.append(ends, len(tokens))
-    return ends.astype(np.int64)
-
-
-def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", shard_tokens: int = 50_000_000) -> dict:
-    """Turn nanoGPT (`fmt="nanogpt"`) or llm.c (`fmt="llmc"`) train/val files made with `tokenizer` into a
-    shard folder at `out`; returns its manifest."""
-    readers = {"nanogpt": read_nanogpt_bin, "llmc": read_llmc_bin}
-    if fmt not in readers:
-        raise ValueError(f"fmt must be one of {sorted(readers)}, got {fmt!r}")
-    tok = _load_tokenizer(tokenizer)
-    dtype, out = token_dtype(tok.n_vocab), Path(out)
-    if dtype != np.uint16:
-        raise ValueError(f"{fmt} files hold uint16 tokens; a tokenizer of {tok.n_vocab} ids needs uint32")
-    sources = {"train": Path(train_bin), "val": Path(val_bin)}
-    work = out / ".work-import"
-    if work.exists():
-        shutil.rmtree(work)
-    splits, name = {}, tokenizer_name(tok)
-    for split, source in sources.items():
-        tokens = readers[fmt](source)
-        if len(tokens) == 0:
-            raise ShardError(f"{source} holds no tokens")
-        if int(tokens.max()) >= tok.n_vocab:
-            raise ShardError(f"{source} holds token id {int(tokens.max())}, beyond this tokenizer's {tok.n_vocab} ids")
-        ends = document_ends(tokens, tok.eos_id)
-        starts = np.concatenate([[0], ends[:-1]])
-        records = []
-        for s, (first, end) in enumerate(plan_shards(ends - starts, shard_tokens)):
-            docs_iter = (tokens[a:b] for a, b in zip(starts[first:end].tolist(), ends[first:end].tolist()))
-            records.append(write_shard(work / split, f"{split}_{s:05d}", docs_iter, dtype, name, root=work))
-        splits[split] = {"n_tokens": len(tokens), "n_documents": len(ends), "shards": records}
-        del tokens
-    manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "created_by": f"gptlib {__version__}",
-        "key": None,
-        "corpus": {"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": sum(s["n_documents"] for s in splits.values())},
-        "tokenizer": _tokenizer_summary(tok),
-        "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": "as imported; documents end after eos"},
-        "shuffle": {"generator": None, "seed": None, "file": None, "note": f"imported from {fmt} files in their order"},
-        "split": {"val_fraction": None, "rule": f"as in the {fmt} files", "n_val_documents": splits["val"]["n_documents"]},
-        "shard_tokens": shard_tokens,
-        "splits": splits,
-    }
-    _publish_import(work, out, manifest)
-    return manifest
-
-
-def _publish_import(work: Path, out: Path, manifest: dict) -> None:
-    with atomic_open(work / PERMUTATION_NAME) as f:  # no permutation: the identity, for a uniform layout
-        np.save(f, np.arange(manifest["corpus"]["n_documents"], dtype=np.int64), allow_pickle=False)
-    manifest["shuffle"]["file"] = _file_record(work, work / PERMUTATION_NAME)
-    _publish(work, out, manifest)

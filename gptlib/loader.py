@@ -195,20 +195,19 @@ class BatchLoader:
                 f"rank {d.rank}/{d.world_size}, {self.num_workers} workers, {self.device}, step {self._step})")  # fmt: skip
 
 # %% ../notebooks/03_loader.ipynb #88e63479
-def eval_batches(shards, split, batch_size: int, context: int, max_batches: int | None = None, device="cpu", *,
-                 rank: int = 0, world_size: int = 1, tokenizer=None, checksums: bool = True):  # fmt: skip
-    """A deterministic pass over a split's windows in order (rank `rank` of `world_size` takes every
-    `world_size`-th window): up to `max_batches` full batches of (x, y), each (B, T) int64 on `device`. A
-    split with fewer than `batch_size` windows gives one smaller batch."""
+def eval_batches(tokens: TokenSplit, batch_size: int, context: int, max_batches: int | None = None, device="cpu", *,
+                 rank: int = 0, world_size: int = 1):  # fmt: skip
+    """A deterministic pass over the windows of `tokens` (an opened split) in order (rank `rank` of
+    `world_size` takes every `world_size`-th window): up to `max_batches` full batches of (x, y), each (B, T)
+    int64 on `device`. A split with fewer than `batch_size` windows gives one smaller batch."""
     for name, value in (("batch_size", batch_size), ("context", context), ("world_size", world_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if max_batches is not None and (not isinstance(max_batches, int) or max_batches < 1):
         raise ValueError(f"max_batches must be None or a positive int, got {max_batches!r}")
-    tokens = open_split(shards, split, tokenizer, checksums=checksums)
     windows = rank_windows(np.arange((len(tokens) - 1) // context), rank, world_size)
     if len(windows) == 0:
-        raise ValueError(f"split {split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks")
+        raise ValueError(f"split {tokens.split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks")
     n_batches = max(1, len(windows) // batch_size)
     n_batches = n_batches if max_batches is None else min(n_batches, max_batches)
     device = torch.device(device)

@@ -10,12 +10,13 @@ __all__ = ['GPT_PRESETS', 'sinusoidal_positions', 'GPTConfig', 'KVCache', 'Causa
 # Shape letters: B batch, T sequence length, C width of the residual stream (n_embd), V vocabulary,
 # H heads, D = C // H width of one head, L blocks.
 import math
-import numbers
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .config import Config, opt
 
 # %% ../notebooks/04_model.ipynb #412f37db
 def sinusoidal_positions(context: int, n_embd: int) -> torch.Tensor:
@@ -31,69 +32,30 @@ def sinusoidal_positions(context: int, n_embd: int) -> torch.Tensor:
 
 # %% ../notebooks/04_model.ipynb #1c84342f
 @dataclass
-class GPTConfig:
+class GPTConfig(Config):
     """The shape of a GPT: everything needed to build one, nothing about how it is trained.
 
     Build one from a named preset with `GPTConfig.preset("cpu", vocab_size=tok.n_vocab)`."""
 
-    vocab_size: int = 32768  # V: token ids are 0 .. V-1
-    context: int = 512  # the longest sequence the model reads (T <= context)
-    n_layer: int = 4  # L: transformer blocks
-    n_head: int = 16  # H: attention heads per block
-    n_embd: int = 512  # C: width of the residual stream; each head has D = C // H
-    dropout: float = 0.1  # on embeddings, attention probabilities and residual outputs
-    bias: bool = True  # biases in the linear layers and the LayerNorms
+    vocab_size: int = opt(32768, "V: token ids are 0 .. V-1", low=1)
+    context: int = opt(512, "the longest sequence the model reads (T <= context)", low=1)
+    n_layer: int = opt(4, "L: transformer blocks", low=1)
+    n_head: int = opt(16, "H: attention heads per block", low=1)
+    n_embd: int = opt(512, "C: width of the residual stream; each head has D = C // H", low=1)
+    dropout: float = opt(0.1, "on embeddings, attention probabilities and residual outputs", low=0.0)
+    bias: bool = opt(True, "biases in the linear layers and the LayerNorms")
 
-    def __post_init__(self):
-        self.validate()
-        for name in ("vocab_size", "context", "n_layer", "n_head", "n_embd"):
-            setattr(self, name, int(getattr(self, name)))  # numpy integers become plain ints (JSON-able)
-        self.dropout = float(self.dropout)
-
-    def validate(self) -> None:
-        """Raise `TypeError`/`ValueError` naming the first bad field."""
-        for name in ("vocab_size", "context", "n_layer", "n_head", "n_embd"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"GPTConfig.{name} must be an int, got {value!r}")
-            if value < 1:
-                raise ValueError(f"GPTConfig.{name} must be at least 1, got {value}")
+    def check(self) -> None:
         if self.n_embd % self.n_head:
-            raise ValueError(
-                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: "
-                "every head needs the same width n_embd // n_head")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real):
-            raise TypeError(f"GPTConfig.dropout must be a float, got {self.dropout!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout}")
-        if not isinstance(self.bias, bool):
-            raise TypeError(f"GPTConfig.bias must be True or False, got {self.bias!r}")
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: "
+                             "every head needs the same width n_embd // n_head")  # fmt: skip
+        if self.dropout >= 1.0:
+            raise ValueError(f"GPTConfig.dropout must be below 1, got {self.dropout}")
 
     @property
     def head_size(self) -> int:
         "D, the width of one attention head."
         return self.n_embd // self.n_head
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "GPTConfig":
-        "A copy of the preset `name` ('tiny', 'cpu', 'gpt-25m') with some fields replaced."
-        if name not in GPT_PRESETS:
-            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(GPT_PRESETS)}")
-        return cls.from_dict({**asdict(GPT_PRESETS[name]), **overrides})
-
-    def to_dict(self) -> dict:
-        "The fields as a JSON-able dict (saved beside every checkpoint)."
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
-        "The inverse of `to_dict`; unknown keys are an error, missing ones take the defaults."
-        if not isinstance(d, dict):
-            raise TypeError(f"expected a dict of GPTConfig fields, got {type(d).__name__}")
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown GPTConfig fields {unknown}; known: {[f.name for f in fields(cls)]}")
-        return cls(**d)
 
 # %% ../notebooks/04_model.ipynb #e0a546f2
 GPT_PRESETS = {
@@ -104,6 +66,7 @@ GPT_PRESETS = {
     # the original design ("~25M"); with the tied embedding it really has 29.4 M parameters
     "gpt-25m": GPTConfig(vocab_size=32768, context=512, n_layer=4, n_head=16, n_embd=512, dropout=0.1),
 }
+GPTConfig.PRESETS = GPT_PRESETS
 
 # %% ../notebooks/04_model.ipynb #d9f1b373
 class KVCache:

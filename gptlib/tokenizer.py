@@ -4,13 +4,11 @@
 
 # %% auto #0
 __all__ = ['GPT4_PATTERN', 'SPECIAL_TOKENS', 'DEFAULT_VOCAB_SIZE', 'FORMAT_NAME', 'FORMAT_VERSION', 'UINT16_LIMIT',
-           'MAX_VOCAB_SIZE', 'TOKENIZER_FILE', 'VOCAB_FILE', 'TIKTOKEN_FILE', 'HF_FILE', 'TokenizerError',
-           'default_workers', 'count_chunks', 'train_merges', 'TrainStats', 'check_vocab_size', 'Tokenizer',
-           'tokenizer_payload', 'vocab_text', 'tiktoken_ranks_text', 'save_tokenizer', 'load_tokenizer',
-           'byte_to_unicode', 'huggingface_json']
+           'MAX_VOCAB_SIZE', 'TOKENIZER_FILE', 'VOCAB_FILE', 'TokenizerError', 'default_workers', 'count_chunks',
+           'train_merges', 'TrainStats', 'check_vocab_size', 'Tokenizer', 'tokenizer_payload', 'vocab_text',
+           'save_tokenizer', 'load_tokenizer']
 
 # %% ../notebooks/01_bpe.ipynb #c014
-import base64
 import gc
 import hashlib
 import heapq
@@ -29,6 +27,8 @@ from itertools import chain, repeat
 from pathlib import Path
 
 import regex
+
+from .files import atomic_write, read_json_document
 
 # %% ../notebooks/01_bpe.ipynb #c015
 GPT4_PATTERN = (
@@ -759,15 +759,6 @@ class Tokenizer:
 # %% ../notebooks/01_bpe.ipynb #c048
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "tokenizer.vocab"
-TIKTOKEN_FILE = "tokenizer.tiktoken"
-HF_FILE = "hf/tokenizer.json"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _shown(token: bytes) -> str:
@@ -806,21 +797,14 @@ def vocab_text(tokenizer: "Tokenizer") -> str:
     return "\n".join(lines) + "\n"
 
 
-def tiktoken_ranks_text(tokenizer: "Tokenizer") -> str:
-    "tiktoken's ranks file (`base64(token) rank` a line): `tiktoken.load.load_tiktoken_bpe` reads it."
-    return "".join(f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in tokenizer.mergeable_ranks().items())
-
-
 def save_tokenizer(tokenizer: "Tokenizer", folder) -> None:
-    "Write the tokenizer and its sidecars into `folder`, each file atomically."
+    "Write `folder/tokenizer.json` and the `.vocab` sidecar, each file atomically (exports: `gptlib.interop`)."
     folder = Path(folder)
     if folder.suffix == ".json":
         raise ValueError(f"save takes a folder, got the file name {folder}")
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(folder / TOKENIZER_FILE, json.dumps(tokenizer_payload(tokenizer), indent=1) + "\n")
-    _write_atomic(folder / VOCAB_FILE, vocab_text(tokenizer))
-    _write_atomic(folder / TIKTOKEN_FILE, tiktoken_ranks_text(tokenizer))
-    _write_atomic(folder / HF_FILE, json.dumps(huggingface_json(tokenizer), ensure_ascii=False) + "\n")
+    atomic_write(folder / TOKENIZER_FILE, (json.dumps(tokenizer_payload(tokenizer), indent=1) + "\n").encode())
+    atomic_write(folder / VOCAB_FILE, vocab_text(tokenizer).encode())
 
 
 def _require(condition: bool, path, problem: str) -> None:
@@ -835,26 +819,14 @@ def load_tokenizer(folder) -> "Tokenizer":
         path = path / TOKENIZER_FILE
     if not path.is_file():
         raise TokenizerError(f"no tokenizer at {path}: train one first (python -m gptlib tokenizer train)")
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise TokenizerError(f"{path} is not UTF-8 text (corrupted?): {e}") from e
-    except json.JSONDecodeError as e:
-        raise TokenizerError(f"{path} is not valid JSON (truncated or corrupted?): {e}") from e
-    _require(isinstance(payload, dict), path, "the top level is not a JSON object")
-    _require(payload.get("format") == FORMAT_NAME, path, f"format is {payload.get('format')!r}, expected {FORMAT_NAME!r}")
-    version = payload.get("version")
-    _require(version == FORMAT_VERSION, path, f"version {version!r} is not one this gptlib reads ({FORMAT_VERSION})")
-    missing = {"pattern", "n_vocab", "special_tokens", "fingerprint", "merges"} - payload.keys()
-    _require(not missing, path, f"fields {sorted(missing)} are missing")
+    payload = read_json_document(path, format=FORMAT_NAME, version=FORMAT_VERSION, error=TokenizerError, what="tokenizer",
+                                 required=("pattern", "n_vocab", "special_tokens", "fingerprint", "merges"))  # fmt: skip
     _require(isinstance(payload["pattern"], str), path, "pattern is not a string")
     merges = payload["merges"]
     _require(isinstance(merges, list), path, "merges is not a list")
     for index, pair in enumerate(merges):
         ok = isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)
         _require(ok, path, f"merge {index} is {pair!r}, not a pair of ints")
-        _require(all(0 <= x < 256 + index for x in pair), path,
-                 f"merge {index} {pair} refers to an id that does not exist yet (ranks must be contiguous)")
     n_vocab = 256 + len(merges) + len(SPECIAL_TOKENS)
     _require(payload["n_vocab"] == n_vocab, path, f"n_vocab is {payload['n_vocab']!r} but the merges make {n_vocab}")
     expected_specials = {name: n_vocab - len(SPECIAL_TOKENS) + i for i, name in enumerate(SPECIAL_TOKENS)}
@@ -867,44 +839,3 @@ def load_tokenizer(folder) -> "Tokenizer":
     _require(tokenizer.fingerprint() == payload["fingerprint"], path,
              "the fingerprint does not match the content (edited or corrupted)")
     return tokenizer
-
-# %% ../notebooks/01_bpe.ipynb #c049
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-ins for bytes, which byte-level BPE in Hugging Face `tokenizers` uses:
-    printable Latin-1 bytes stand for themselves, the others map to code points from 256 up."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {byte: chr(byte) for byte in printable}
-    extra = 0
-    for byte in range(256):
-        if byte not in table:
-            table[byte] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-def huggingface_json(tokenizer: "Tokenizer") -> dict:
-    """A Hugging Face `tokenizer.json` with the same ids: split with our pattern, byte-level BPE with our
-    merges, and `ignore_merges` so a chunk that is a whole token stays one token, as in tiktoken."""
-    table = byte_to_unicode()
-    shown = [''.join(table[byte] for byte in tokenizer.token_bytes(i)) for i in range(tokenizer.n_vocab - len(SPECIAL_TOKENS))]
-    added = [{"id": token_id, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for name, token_id in tokenizer.special_tokens.items()]
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": tokenizer.pattern}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        ]},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-            "vocab": {token: i for i, token in enumerate(shown)},
-            "merges": [f"{shown[a]} {shown[b]}" for a, b in tokenizer.merges],
-        },
-    }

@@ -24,7 +24,7 @@ def small_data(tmp_path_factory, shakespeare_texts):
     """Three plays, a 300-id tokenizer and their shards (a third of the documents for validation), for
     the training tests: `small_data / "tokenizer"`, `small_data / "shards"`."""
     from gptlib.data import DataConfig, prepare
-    from gptlib.train import prepare_tokenizer
+    from gptlib.pipeline import prepare_tokenizer
 
     root = tmp_path_factory.mktemp("small-data")
     texts = root / "texts"

@@ -23,23 +23,25 @@ from gptlib.data import (
     DataConfig,
     ShardError,
     TokenSplit,
-    document_ends,
-    export_llmc,
-    export_nanogpt,
     frame,
-    import_bins,
     metadata_text,
     open_split,
     plan_shards,
     prepare,
-    read_llmc_bin,
     read_manifest,
-    read_nanogpt_bin,
     readable_count,
     shuffle_documents,
     split_documents,
     token_dtype,
     write_shard,
+)
+from gptlib.interop import (
+    document_ends,
+    export_llmc,
+    export_nanogpt,
+    import_bins,
+    read_llmc_bin,
+    read_nanogpt_bin,
 )
 from gptlib.tokenizer import Tokenizer
 
@@ -260,7 +262,7 @@ def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_co
     """)
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
     assert result.returncode == -9, result.stderr
-    assert list(out.rglob("*.partial")), "the kill happened in the middle of a shard"
+    assert list(out.rglob(".*.tmp-*")), "the kill happened in the middle of a shard"
     assert not (out / MANIFEST_NAME).exists()
     with pytest.raises(ShardError, match="no manifest.json"):
         open_split(out, "train")
@@ -274,7 +276,7 @@ def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_co
     manifest = prepare(config(sources, out), progress=False)
     _, reference = prepared
     assert manifest["splits"] == reference["splits"] and manifest["key"] == reference["key"]
-    assert not list(out.rglob("*.partial")) and not list(out.glob(".work-*"))
+    assert not list(out.rglob(".*.tmp-*")) and not list(out.glob(".work-*"))
 
 
 def test_jsonl_and_parquet_corpora_prepare_like_a_folder(tmp_path, sources, corpus_texts, tok):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gptlib.train import TrainConfig, list_checkpoints, read_checkpoint_meta, read_metrics, train
+from gptlib.checkpoint import list_checkpoints, read_checkpoint_meta, read_metrics
+from gptlib.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parent.parent
 

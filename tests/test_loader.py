@@ -190,22 +190,23 @@ def test_workers_receive_file_names_not_tokens(shards):
 
 
 def test_eval_batches_are_deterministic_and_in_order(shards):
-    tokens = np.asarray(open_split(shards, "val")).astype(np.int64)
-    batches = list(eval_batches(shards, "val", batch_size=3, context=20, max_batches=4))
-    assert len(batches) == 4 and same_batches(batches, list(eval_batches(shards, "val", 3, 20, 4)))
+    split = open_split(shards, "val")
+    tokens = np.asarray(split).astype(np.int64)
+    batches = list(eval_batches(split, batch_size=3, context=20, max_batches=4))
+    assert len(batches) == 4 and same_batches(batches, list(eval_batches(split, 3, 20, 4)))
     x, y = batches[1]
     assert x[0].tolist() == tokens[3 * 20 : 4 * 20].tolist() and y[0].tolist() == tokens[61:81].tolist()
-    everything = list(eval_batches(shards, "val", batch_size=3, context=20))
+    everything = list(eval_batches(split, batch_size=3, context=20))
     assert len(everything) == ((len(tokens) - 1) // 20) // 3
 
 
 def test_eval_batches_of_a_tiny_split_give_one_smaller_batch(shards):
     tokens = open_split(shards, "val")
     context = (len(tokens) - 1) // 2  # exactly two windows
-    (only,) = list(eval_batches(shards, "val", batch_size=8, context=context))
+    (only,) = list(eval_batches(tokens, batch_size=8, context=context))
     assert only[0].shape == (2, context)
     with pytest.raises(ValueError, match="not one window"):
-        eval_batches(shards, "val", batch_size=8, context=len(tokens))
+        eval_batches(tokens, batch_size=8, context=len(tokens))
 
 
 def test_a_split_too_small_for_one_batch_is_a_clear_error(shards):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import gptlib.tokenizer as tokmod
 from gptlib.cli import main as cli_main
 from gptlib.corpus import open_corpus
+from gptlib.interop import export_tokenizer, tiktoken_ranks_text
 from gptlib.tokenizer import (
     GPT4_PATTERN,
     SPECIAL_TOKENS,
@@ -237,7 +238,7 @@ def test_bad_pattern_is_a_clear_error():
 @pytest.fixture(scope="module")
 def hf(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("hf")
-    tokenizer.save(folder)
+    export_tokenizer(tokenizer, folder)
     loaded = hf_tokenizers.Tokenizer.from_file(str(folder / "hf" / "tokenizer.json"))
     loaded.encode_special_tokens = True  # special-token spellings are text, as in our default
     return loaded
@@ -266,7 +267,7 @@ def test_hf_export_agrees_on_the_corpus(tokenizer, hf, corpus_texts):
 
 
 def test_hf_export_with_specials_allowed(tokenizer, tmp_path):
-    tokenizer.save(tmp_path)
+    export_tokenizer(tokenizer, tmp_path)
     loaded = hf_tokenizers.Tokenizer.from_file(str(tmp_path / "hf" / "tokenizer.json"))
     text = "<|bos|>Exeunt.<|eos|><|pad|>"
     assert loaded.encode(text).ids == tokenizer.encode(text, allowed_special="all")
@@ -276,7 +277,7 @@ def test_hf_export_with_specials_allowed(tokenizer, tmp_path):
 def test_tiktoken_ranks_file_loads_into_tiktoken(tokenizer, tmp_path):
     from tiktoken.load import load_tiktoken_bpe
 
-    tokenizer.save(tmp_path)
+    export_tokenizer(tokenizer, tmp_path)
     ranks = load_tiktoken_bpe(str(tmp_path / "tokenizer.tiktoken"))
     assert ranks == tokenizer.mergeable_ranks()
     encoding = tiktoken.Encoding("ours", pat_str=GPT4_PATTERN, mergeable_ranks=ranks, special_tokens={})
@@ -408,18 +409,18 @@ def _swap_first_merge(payload):
 
 
 CORRUPTIONS = [
-    ("format", _set("format", "something-else"), "format is 'something-else'"),
+    ("format", _set("format", "something-else"), "is not a gptlib-bpe tokenizer"),
     ("version", _set("version", 99), "version 99"),
-    ("missing merges", lambda p: p.pop("merges"), r"fields \['merges'\] are missing"),
+    ("missing merges", lambda p: p.pop("merges"), r"lacks the field\(s\) \['merges'\]"),
     ("merge not a pair", lambda p: p["merges"].__setitem__(3, [1, 2, 3]), "merge 3 is"),
     ("merge of strings", lambda p: p["merges"].__setitem__(3, ["a", "b"]), "merge 3 is"),
-    ("future id", lambda p: p["merges"].__setitem__(0, [300, 1]), "contiguous"),
+    ("future id", lambda p: p["merges"].__setitem__(0, [300, 1]), "does not exist before id 256"),
     ("n_vocab", _set("n_vocab", 5), "n_vocab is 5"),
     ("specials", _set("special_tokens", {"<|eos|>": 0}), "special_tokens is"),
     ("edited merge", _swap_first_merge, "fingerprint does not match"),
     ("duplicate token", lambda p: p["merges"].__setitem__(1, p["merges"][0]), "same bytes"),
     ("pattern", _set("pattern", "(unclosed"), "not a valid regex"),
-    ("emptied", lambda p: p.clear(), "format is None"),
+    ("emptied", lambda p: p.clear(), "is not a gptlib-bpe tokenizer"),
 ]
 
 
@@ -442,7 +443,7 @@ def test_truncated_garbage_and_missing_files_are_clear_errors(tokenizer, tmp_pat
     with pytest.raises(TokenizerError, match="not UTF-8"):
         Tokenizer.load(tmp_path)
     path.write_text("[1, 2]")
-    with pytest.raises(TokenizerError, match="not a JSON object"):
+    with pytest.raises(TokenizerError, match="is not a gptlib-bpe tokenizer"):
         Tokenizer.load(tmp_path)
     with pytest.raises(TokenizerError, match="no tokenizer at"):
         Tokenizer.load(tmp_path / "nowhere")
@@ -488,7 +489,7 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
 
 
 def test_base64_ranks_file_is_one_line_per_token(tokenizer):
-    lines = tokmod.tiktoken_ranks_text(tokenizer).splitlines()
+    lines = tiktoken_ranks_text(tokenizer).splitlines()
     assert len(lines) == tokenizer.n_vocab - 3
     token, rank = lines[300].split()
     assert base64.b64decode(token) == tokenizer.token_bytes(int(rank)) and rank == "300"
@@ -521,7 +522,7 @@ def test_id_level_merge_equals_the_bytes_rule(tokenizer, pair_ranks, text):
 
 def test_datatrove_loads_the_hf_export(tokenizer, tmp_path):
     tokenization = pytest.importorskip("datatrove.utils.tokenization")
-    tokenizer.save(tmp_path)
+    export_tokenizer(tokenizer, tmp_path)
     loaded = tokenization.load_tokenizer(str(tmp_path / "hf" / "tokenizer.json"))
     text = "O, that this too too solid flesh would melt,\nThaw, and resolve itself into a dew!"
     assert loaded.encode(text).ids == tokenizer.encode(text)

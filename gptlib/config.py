@@ -1,0 +1,160 @@
+"""Configuration as dataclasses: one base for `GPTConfig`, `DataConfig` and `TrainConfig`, and the command-line
+flags generated from their fields.
+
+Hand-written plumbing, not generated from a notebook: it teaches nothing about GPTs. A config class is a
+dataclass that inherits `Config` and declares each field with `opt(default, help, ...)`; it then gets:
+
+- field validation on construction, from the type annotations and the bounds given to `opt` (wrong
+  types, NaN and infinity, values out of range and unknown choices raise `TypeError` / `ValueError`
+  naming the field), plus the class's own cross-field rules in `check()`;
+- `to_dict()` / `from_dict()` (JSON-able, unknown keys refused) and `preset(name, **overrides)` over the
+  class's `PRESETS`;
+- `add_arguments(parser)` / `from_args(args)`: a `--flag` per field, its help the field's description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import numbers
+import types
+import typing
+from dataclasses import MISSING, asdict, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+__all__ = ["opt", "Config", "parse_bool"]
+
+
+def opt(default, help: str, *, low=None, high=None, choices=None, positive: bool = False):
+    """A config field: its default, a one-line description (the help of its flag), and optional bounds:
+    `low <= value <= high`, `value > 0` (`positive`), or one of `choices`."""
+    return field(default=default, metadata={"help": help, "low": low, "high": high, "choices": choices,
+                                            "positive": positive})  # fmt: skip
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _kind(annotation) -> tuple[type, bool]:
+    "The base type of a field annotation (int, float, bool, str or Path) and whether None is allowed."
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        (base,) = [a for a in args if a is not type(None)]
+        return base, True
+    return annotation, False
+
+
+class Config:
+    "The base of gptlib's config dataclasses (see the module docstring)."
+
+    PRESETS: ClassVar[dict] = {}  # name -> a dict of fields, or an instance
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        "Check (and normalise: numpy ints to ints, strings to paths) every field, then `check()`."
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            setattr(self, f.name, self._checked(f, *_kind(hints[f.name]), getattr(self, f.name)))
+        self.check()
+
+    def _checked(self, f, kind, optional: bool, value):
+        where = f"{type(self).__name__}.{f.name}"
+        if value is None and optional:
+            return None
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"{where} must be true or false, got {value!r}")
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{where} must be an int, got {value!r}")
+            value = int(value)  # numpy integers become plain ints (JSON-able)
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{where} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{where} must be a finite number, got {value!r}")
+            value = float(value)  # numpy floats become plain floats (JSON-able)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise TypeError(f"{where} must be a string, got {value!r}")
+        elif kind is Path:
+            if not isinstance(value, (str, Path)):
+                raise TypeError(f"{where} must be a path, got {value!r}")
+            value = Path(value)
+        meta = f.metadata
+        if meta.get("choices") is not None and value not in meta["choices"]:
+            raise ValueError(f"{where} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+        if meta.get("positive") and not value > 0:
+            raise ValueError(f"{where} must be positive, got {value!r}")
+        if meta.get("low") is not None and value < meta["low"]:
+            raise ValueError(f"{where} must be at least {meta['low']}, got {value!r}")
+        if meta.get("high") is not None and value > meta["high"]:
+            raise ValueError(f"{where} must be at most {meta['high']}, got {value!r}")
+        return value
+
+    def check(self) -> None:
+        "Rules between fields; subclasses raise `ValueError` naming the fields."
+
+    # --- dicts and presets ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        "The fields as a JSON-able dict (paths as strings)."
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        "The inverse of `to_dict`: unknown keys are an error, missing ones take the defaults."
+        if not isinstance(d, dict):
+            raise TypeError(f"expected a dict of {cls.__name__} fields, got {type(d).__name__}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields: {known}")
+        return cls(**d)
+
+    @classmethod
+    def preset(cls, name: str, **overrides):
+        "The preset `name` with some fields replaced."
+        if name not in cls.PRESETS:
+            raise ValueError(f"unknown {cls.__name__} preset {name!r}; choose one of {sorted(cls.PRESETS)}")
+        base = cls.PRESETS[name]
+        return cls.from_dict({**(base.to_dict() if isinstance(base, Config) else base), **overrides})
+
+    @classmethod
+    def describe(cls, name: str) -> str:
+        "The one-line description of field `name`."
+        return next(f.metadata["help"] for f in fields(cls) if f.name == name)
+
+    # --- the command line ------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, *, skip=(), required=(), show_defaults: bool = True):
+        """A `--field-name` flag per field (but those in `skip`), typed from its annotation, with the field's
+        description as help. Unset flags parse as None: `from_args` then keeps the default (or a preset's)."""
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            if f.name in skip:
+                continue
+            kind, _ = _kind(hints[f.name])
+            text = f.metadata.get("help", "")
+            if show_defaults and f.default is not MISSING and f.name not in required:
+                text += f" (default: {f.default})"
+            parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
+                                type=parse_bool if kind is bool else kind, required=f.name in required,
+                                metavar=kind.__name__.upper(), help=text)  # fmt: skip
+        return parser
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, preset: str | None = None, **values):
+        "The config of the flags `add_arguments` parsed (over `values`, over the preset or the defaults)."
+        chosen = {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
+        if preset is None:
+            return cls.from_dict({**values, **chosen})
+        return cls.preset(preset, **values, **chosen)

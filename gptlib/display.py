@@ -1,0 +1,117 @@
+"""How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
+
+Hand-written plumbing, not generated from a notebook: 06_training shows these and says how to read them;
+drawing them is tqdm and matplotlib bookkeeping (imported only when something is drawn).
+
+- `log_line(record)`: one line of text for a record of `gptlib.train.train` (train, val or event);
+- `progress_bar(total, initial)`: a terminal progress bar, or None where none can be shown;
+- `draw_history(fig, history)`: loss (train and validation), learning rate, gradient norm and the loss
+  scale, from the records;
+- `save_plots(history, path)`: the same as a PNG file, written atomically;
+- `LivePlot`: a `train` callback that redraws one figure in place in a Jupyter kernel.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+from .files import atomic_write
+
+__all__ = ["log_line", "progress_bar", "draw_history", "save_plots", "LivePlot"]
+
+
+def log_line(record: dict) -> str:
+    "A record of a run as one line of text."
+    if record["kind"] == "train":
+        return (f"step {record['step']:6d} | loss {record['loss']:.4f} | lr {record['lr']:.2e} | grad norm "
+                f"{record['grad_norm']:.2f} | scale {record['loss_scale']:g} | skipped {record['skipped']} | "
+                f"{record['tokens_per_s']:,.0f} tok/s | MFU {record['mfu']:.1%}")  # fmt: skip
+    if record["kind"] == "val":
+        return f"step {record['step']:6d} | val loss {record['val_loss']:.4f} | val bits/byte {record['val_bpb']:.4f}"
+    return f"== {record['message']}"
+
+
+def progress_bar(total: int, initial: int = 0):
+    "A progress bar of training steps on stderr (log lines then go through its `write`), or None when tqdm shows none."
+    import sys
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr)
+    return None if bar.disable else bar
+
+
+def draw_history(fig, history: list[dict]) -> None:
+    "Draw the training curves of `history` on `fig`: train/val loss, learning rate, gradient norm, loss scale."
+    fig.clear()
+    (loss_ax, lr_ax), (norm_ax, scale_ax) = fig.subplots(2, 2)
+    train_records = [r for r in history if r["kind"] == "train"]
+    val_records = [r for r in history if r["kind"] == "val"]
+    steps = [r["step"] for r in train_records]
+    loss_ax.plot(steps, [r["loss"] for r in train_records], label="train")
+    loss_ax.plot([r["step"] for r in val_records], [r["val_loss"] for r in val_records], "o-", label="val")
+    loss_ax.set(title="loss (nats/token)", xlabel="step")
+    loss_ax.legend()
+    lr_ax.plot(steps, [r["lr"] for r in train_records])
+    lr_ax.set(title="learning rate", xlabel="step")
+    norm_ax.plot(steps, [r["grad_norm"] for r in train_records])
+    norm_ax.set(title="gradient norm (before clipping)", xlabel="step")
+    scale_ax.plot(steps, [r["loss_scale"] for r in train_records])
+    scale_ax.set(title="loss scale (1 = no scaler)", xlabel="step", yscale="log")
+    fig.tight_layout()
+
+
+def save_plots(history: list[dict], path) -> Path:
+    "The training curves as a PNG file (matplotlib's Agg canvas; no display needed)."
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 6))
+    draw_history(fig, history)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=80)
+    path = Path(path)
+    atomic_write(path, png.getvalue())
+    return path
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+class LivePlot:
+    "A `train` callback: the training curves in one notebook figure, redrawn in place every `every_s` seconds; outside a Jupyter kernel it only collects records."
+
+    def __init__(self, every_s: float = 2.0):
+        self.every_s, self.records = every_s, []
+        self.active, self.fig, self.handle, self._last = _in_kernel(), None, None, 0.0
+
+    def __call__(self, record: dict) -> None:
+        self.records.append(record)
+        if self.active and record["kind"] != "event" and time.monotonic() - self._last >= self.every_s:
+            self.redraw()
+
+    def redraw(self) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        if self.fig is None:
+            self.fig = plt.figure(figsize=(10, 6))
+            draw_history(self.fig, self.records)
+            self.handle = display(self.fig, display_id=True)
+            plt.close(self.fig)  # the handle shows it; the inline backend must not show it again
+        else:
+            draw_history(self.fig, self.records)
+            self.handle.update(self.fig)
+        self._last = time.monotonic()
+
+    def finish(self) -> None:
+        "Draw the final state."
+        if self.active and any(r["kind"] == "train" for r in self.records):
+            self.redraw()

@@ -1,0 +1,244 @@
+"""Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
+
+Hand-written plumbing, not generated from a notebook: it teaches nothing about GPTs. The tokenizer, the
+shards, the checkpoints and the run pipeline all go through it, so each rule below holds everywhere:
+
+- a file is written under a unique temporary name in its own folder, flushed to disk and renamed into
+  place (`atomic_open`, `atomic_write`, `write_json`): a kill or a full disk never leaves a half-written
+  file under the final name;
+- a finished folder takes the place of an older one in one rename (`replace_folder`), and the old one is
+  deleted only once the new one is in place;
+- leftovers of processes that died mid-write are recognised by the pid in their name and removed
+  (`remove_stale_temporaries`);
+- a versioned JSON document is checked against its format, version and required fields before any of it
+  is used (`read_json_document`);
+- one writer per folder (`FolderLock`): a second process is refused, a lock left by a dead one is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+from pathlib import Path
+
+__all__ = [
+    "new_sha256",
+    "sha256_bytes",
+    "sha256_file",
+    "temporary_name",
+    "atomic_open",
+    "atomic_write",
+    "write_json",
+    "rename",
+    "replace_folder",
+    "remove_stale_temporaries",
+    "read_json_document",
+    "FolderLock",
+    "LockedError",
+]
+
+
+# --- checksums --------------------------------------------------------------------------------------
+
+
+def new_sha256():
+    "A running sha256 (`update(bytes)`, `hexdigest()`), for data hashed while it is written."
+    return hashlib.sha256()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+_TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
+
+
+def temporary_name(path) -> Path:
+    "A fresh hidden name beside `path` that tells which process made it: `.NAME.tmp-PID-RANDOM`."
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _fsync_folder(folder: Path) -> None:
+    "Make a rename in `folder` durable (POSIX; a no-op where folders cannot be opened)."
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path, durable: bool = True):
+    """Open `path` for binary writing under a temporary name; on success flush, fsync (when `durable`) and
+    rename it into place. On any error the final name is untouched and the temporary file is removed."""
+    path = Path(path)
+    partial = temporary_name(path)
+    try:
+        with open(partial, "xb") as f:
+            yield f
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    if durable:
+        _fsync_folder(path.parent)
+
+
+def atomic_write(path, data: bytes, durable: bool = True) -> None:
+    with atomic_open(path, durable) as f:
+        f.write(data)
+
+
+def write_json(path, document, durable: bool = True) -> None:
+    "`document` as indented JSON, written atomically."
+    atomic_write(path, (json.dumps(document, indent=1) + "\n").encode("utf-8"), durable)
+
+
+def rename(source, target) -> None:
+    "Rename `source` to `target` (replacing a file there), durably."
+    os.replace(source, target)
+    _fsync_folder(Path(target).parent)
+
+
+def replace_folder(new, final) -> None:
+    """Put the finished folder `new` at `final` (same parent folder). An existing `final` is first moved
+    aside under a temporary name and deleted only after `new` is in place, so `final` is always either
+    the old folder or the new one."""
+    new, final = Path(new), Path(final)
+    if final.exists() and not final.is_dir():
+        raise NotADirectoryError(f"{final} exists and is not a folder")
+    old = temporary_name(final) if final.exists() else None
+    if old is not None:
+        os.replace(final, old)
+    try:
+        os.replace(new, final)
+    except BaseException:
+        if old is not None:
+            os.replace(old, final)
+        raise
+    _fsync_folder(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder, recursive: bool = False) -> list[Path]:
+    """Delete the temporary files and folders (`temporary_name`) in `folder` (and below it, when `recursive`)
+    whose process is gone; return them."""
+    folder = Path(folder)
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for entry in list(folder.rglob(".*.tmp-*") if recursive else folder.iterdir()):
+        match = _TEMPORARY.match(entry.name)
+        if match and entry.exists() and not _alive(int(match.group(1))):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+
+def read_json_document(path, *, format: str, version: int, required=(), error=ValueError,
+                       version_key: str = "version", what: str = "file") -> dict:  # fmt: skip
+    """The JSON object in `path`, checked before use: valid UTF-8 JSON, an object, `"format": format`,
+    `version_key: version` and every field in `required`. Anything else raises `error` naming the file
+    and the problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path} is missing")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise error(f"{path} is not UTF-8 text (corrupted?): {e}") from e
+    except json.JSONDecodeError as e:
+        raise error(f"{path} is not valid JSON (truncated or corrupted?): {e}") from e
+    except OSError as e:
+        raise error(f"{path} cannot be read: {e.strerror or e}") from e
+    if not isinstance(document, dict) or document.get("format") != format:
+        raise error(f"{path} is not a {format} {what}")
+    if document.get(version_key) != version:
+        raise error(f"{path} has {version_key} {document.get(version_key)!r}; this gptlib reads version {version}")
+    missing = [key for key in required if key not in document]
+    if missing:
+        raise error(f"{path} lacks the field(s) {missing}")
+    return document
+
+
+# --- one writer per folder --------------------------------------------------------------------------
+
+
+class LockedError(RuntimeError):
+    "Another live process is writing to the folder."
+
+
+class FolderLock:
+    """An exclusive lock on `folder/.lock` for the life of a `with` block. The operating system releases it
+    when the process dies however it dies (`fcntl.flock`), so a crashed writer never blocks the next one.
+    The file holds the owner's pid, for the error message."""
+
+    def __init__(self, folder, what: str = "folder"):
+        self.path, self.what, self._fd = Path(folder) / ".lock", what, None
+
+    def __enter__(self) -> FolderLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            with contextlib.suppress(OSError, ValueError):
+                owner = int(self.path.read_text().split()[0])
+                raise LockedError(f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
+                                  "wait for it to finish or stop it") from None  # fmt: skip
+            raise LockedError(f"another process is writing to the {self.what} {self.path.parent}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock; the file stays (removing it would race)
+            self._fd = None
+        return False

@@ -1,0 +1,91 @@
+"""The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
+
+Hand-written plumbing, not generated from a notebook: each stage is taught by its own notebook (01 to 06);
+this module only chains them, and reuses a finished stage while its inputs are unchanged:
+
+- `prepare_tokenizer` trains a tokenizer unless the folder already holds one trained on the same corpus
+  (its stamp) with the same vocabulary size, recorded in `trained_on.json`;
+- `gptlib.data.prepare` reuses shards made from the same inputs (their key);
+- `gptlib.train.train` resumes an interrupted run from its newest intact checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from .checkpoint import CheckpointError, load_trained, read_metrics
+from .corpus import data_dir, open_corpus
+from .data import DataConfig, prepare
+from .display import save_plots
+from .files import atomic_write
+from .interop import save_tokenizer_folder
+from .tokenizer import Tokenizer
+from .train import TrainConfig, sample_text, train
+
+__all__ = ["TRAINED_ON", "prepare_tokenizer", "run_pipeline"]
+
+TRAINED_ON = "trained_on.json"  # beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
+
+
+def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = True) -> tuple[Tokenizer, bool]:
+    """The tokenizer in `folder`, trained on `corpus` and saved there unless it already is; returns
+    `(tokenizer, reused)`. It is reused only while the corpus's stamp (`Corpus.stamp()`) and the vocab size
+    match those recorded in `folder/trained_on.json`; otherwise it is trained again and the folder replaced
+    as a whole."""
+    folder = Path(folder)
+    source = open_corpus(corpus)
+    trained_on = {"corpus": corpus, "corpus_stamp": source.stamp(), "vocab_size": vocab_size}
+    if (folder / "tokenizer.json").is_file() and (folder / TRAINED_ON).is_file():
+        with contextlib.suppress(ValueError, OSError):
+            if json.loads((folder / TRAINED_ON).read_text(encoding="utf-8")) == trained_on:
+                return Tokenizer.load(folder), True
+    tokenizer = Tokenizer.train((doc.text for doc in source), vocab_size, progress=progress)
+    save_tokenizer_folder(tokenizer, folder, overwrite=True, extra={TRAINED_ON: trained_on})
+    return tokenizer, False
+
+
+def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare", prompt: str = "ROMEO:",
+                 sample_tokens: int = 300, overrides: dict | None = None, log=print, progress: bool = True,
+                 callback=None) -> dict:  # fmt: skip
+    """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and plots,
+    everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused. Returns a summary."""
+    started = time.perf_counter()
+    root = Path(root) if root is not None else data_dir()
+    cfg = TrainConfig.preset(preset, **(overrides or {}))
+    name = corpus if "/" not in corpus and "." not in corpus else Path(corpus).stem or "corpus"
+    tok_dir = root / "tokenizers" / f"{name}-{cfg.vocab_size}"
+    say = log or (lambda line: None)
+    say(f"== tokenizer ({cfg.vocab_size} ids) in {tok_dir}")
+    t0 = time.perf_counter()
+    tokenizer, reused = prepare_tokenizer(corpus, cfg.vocab_size, tok_dir, progress=progress)
+    say(f"   {'reused' if reused else 'trained'}: {tokenizer.n_vocab} ids ({time.perf_counter() - t0:.1f} s)")
+    shards = root / "shards" / f"{name}-{cfg.vocab_size}"
+    say(f"== shards in {shards}")
+    t0 = time.perf_counter()
+    data_cfg = DataConfig(corpus=corpus, tokenizer=tok_dir, out=shards, val_fraction=0.05)  # 2 of 42 plays held out
+    manifest = prepare(data_cfg, progress=progress, tokenizer=tokenizer)
+    splits = manifest["splits"]
+    say(f"   train {splits['train']['n_tokens']:,d} tokens, val {splits['val']['n_tokens']:,d} tokens "
+        f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    run = root / "runs" / f"{name}-{preset}"
+    cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run))
+    say(f"== training the {preset!r} preset in {run}")
+    try:
+        history = train(cfg, callback=callback, log=log, progress=progress)
+    except CheckpointError as e:  # e.g. the corpus was edited since this run began
+        raise CheckpointError(f"{run} cannot continue: {e}. Delete {run} to train again from scratch") from e
+    stopped = next((r.get("signal") for r in reversed(history) if r["kind"] == "event" and "stopped" in r), None)
+    plots = save_plots(read_metrics(run), run / "training.png")
+    model, tokenizer, meta = load_trained(run, "best")
+    text = sample_text(model, tokenizer, prompt, sample_tokens, temperature=0.8, top_k=50, seed=cfg.seed)
+    atomic_write(run / "sample.txt", (text + "\n").encode())
+    val = [r for r in read_metrics(run) if r["kind"] == "val"]
+    summary = {"run": str(run), "step": meta["step"], "stopped_early": stopped is not None, "signal": stopped,
+               "plots": str(plots), "val_loss": val[-1]["val_loss"] if val else None,
+               "val_bpb": val[-1]["val_bpb"] if val else None, "sample": text,
+               "wall_s": time.perf_counter() - started}  # fmt: skip
+    return summary

@@ -1,0 +1,160 @@
+"""Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and
+Ctrl-C / SIGTERM turned into a clean stop.
+
+Hand-written plumbing, not generated from a notebook: 06_training explains why each exists; nothing here
+is about GPTs. The device and the distributed group are decided once (`setup_distributed`), and callers
+ask the returned `Distributed` (`is_main`, `all_reduce_sum`) instead of reading `RANK` again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Distributed", "resolve_device", "setup_distributed", "compile_or_fallback", "training_module", "StopRequest"]
+
+
+@dataclass
+class Distributed:
+    "Where this process stands: rank, world size, device; `is_main` does the logging and checkpointing."
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    owns_group: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        "Sum `tensor` over the ranks, in place (nothing to do for one process)."
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)  # gloo has no AVG: callers divide
+        return tensor
+
+    def gather(self, obj) -> list:
+        "Every rank's `obj`, in rank order."
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def close(self) -> None:
+        if self.owns_group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """`auto` picks CUDA (this process's local rank), then MPS, then the CPU. A device this machine does not
+    have is a `ValueError` that says so."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", local_rank)
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from e
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r}: this torch has no CUDA or sees no GPU; use --device cpu (or auto)")
+        if device.index is None:
+            device = torch.device("cuda", local_rank)
+        if device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device {name!r}: MPS (Apple GPUs) is not available here; use --device cpu (or auto)")
+    elif device.type != "cpu":
+        raise ValueError(f"device {name!r} is not supported: use auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def setup_distributed(device_name: str) -> Distributed:
+    "Join the process group `torchrun` describes in the environment (gloo on CPU, NCCL on CUDA); one process otherwise."
+    import torch.distributed as dist
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(device_name, local_rank)
+    if world_size == 1:
+        return Distributed(0, 1, 0, device)
+    owns = not dist.is_initialized()
+    if owns:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size(), local_rank, device, owns)
+
+
+def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module, str]:
+    """`torch.compile(model)`, tried on one forward and backward pass; on any failure the eager model.
+    The trial's RNG draws (dropout) and gradients are undone. Returns `(module, what happened)`."""
+    rng = torch.get_rng_state()
+    try:
+        compiled = torch.compile(model)
+        with precision.autocast():
+            _, loss = compiled(*sample_batch)
+        loss.backward()
+        outcome = (compiled, "torch.compile on")
+    except Exception as e:  # compilers fail in many ways (no C compiler, unsupported op, ...)
+        outcome = (model, f"torch.compile failed, running eager ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+    model.zero_grad(set_to_none=True)
+    torch.set_rng_state(rng)
+    return outcome
+
+
+def training_module(model, dist: Distributed, precision, *, compile: bool = False, sample_batch=None):
+    """The module a training step calls, and a note for the log: `model`, compiled when asked (tried on
+    `sample_batch`, eager if that fails), wrapped in DDP when there are several ranks. Checkpoints, evaluation
+    and sampling keep using the raw `model`."""
+    forward, note = model, "torch.compile off"
+    if compile:
+        forward, note = compile_or_fallback(model, sample_batch, precision)
+    if dist.world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        forward = DistributedDataParallel(forward, device_ids=[dist.device.index] if dist.device.type == "cuda" else None)
+    return forward, note
+
+
+class StopRequest:
+    """Turns SIGINT and SIGTERM into a flag the training loop checks after each step (main thread only).
+    `exit_code` is the shell's convention for the signal: 130 for SIGINT, 143 for SIGTERM."""
+
+    def __init__(self):
+        self.signal = None
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + signal.Signals[self.signal].value if self.signal else 0
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        return False
