@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 __all__ = ["opt", "Config", "parse_bool"]
 
 
-def opt(default, help: str, *, low=None, high=None, choices=None, positive: bool = False):
+def opt(default, help: str, *, low=None, high=None, below=None, choices=None, positive: bool = False):
     """A config field: its default, a one-line description (the help of its flag), and optional bounds:
-    `low <= value <= high`, `value > 0` (`positive`), or one of `choices`."""
-    return field(default=default, metadata={"help": help, "low": low, "high": high, "choices": choices,
-                                            "positive": positive})  # fmt: skip
+    `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`."""
+    return field(default=default, metadata={"help": help, "low": low, "high": high, "below": below,
+                                            "choices": choices, "positive": positive})  # fmt: skip
 
 
 def parse_bool(text: str) -> bool:
@@ -99,6 +99,8 @@ class Config:
             raise ValueError(f"{where} must be at least {meta['low']}, got {value!r}")
         if meta.get("high") is not None and value > meta["high"]:
             raise ValueError(f"{where} must be at most {meta['high']}, got {value!r}")
+        if meta.get("below") is not None and not value < meta["below"]:
+            raise ValueError(f"{where} must be below {meta['below']}, got {value!r}")
         return value
 
     def check(self) -> None:

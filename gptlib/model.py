@@ -42,15 +42,13 @@ class GPTConfig(Config):
     n_layer: int = opt(4, "L: transformer blocks", low=1)
     n_head: int = opt(16, "H: attention heads per block", low=1)
     n_embd: int = opt(512, "C: width of the residual stream; each head has D = C // H", low=1)
-    dropout: float = opt(0.1, "on embeddings, attention probabilities and residual outputs", low=0.0)
+    dropout: float = opt(0.1, "on embeddings, attention probabilities and residual outputs", low=0.0, below=1.0)
     bias: bool = opt(True, "biases in the linear layers and the LayerNorms")
 
     def check(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: "
                              "every head needs the same width n_embd // n_head")  # fmt: skip
-        if self.dropout >= 1.0:
-            raise ValueError(f"GPTConfig.dropout must be below 1, got {self.dropout}")
 
     @property
     def head_size(self) -> int:

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['PRECISIONS', 'GPU_PEAK_FLOPS', 'param_groups', 'check_partition', 'fused_adamw_available', 'make_adamw', 'lr_at',
            'DynamicLossScaler', 'Precision', 'choose_precision', 'datasheet_peak_flops', 'measure_matmul_flops',
-           'peak_flops', 'mfu']
+           'peak_flops', 'mfu', 'Throughput']
 
 # %% ../notebooks/05_optim.ipynb #optim-003
 import functools
@@ -244,3 +244,28 @@ def mfu(tokens_per_second: float, flops_per_token: float, peak: float) -> float:
     if peak <= 0:
         raise ValueError(f"peak FLOP/s must be positive, got {peak}")
     return tokens_per_second * flops_per_token / peak
+
+# %% ../notebooks/05_optim.ipynb #optim-033b
+class Throughput:
+    """Tokens per second and MFU of one process over the steps since the last reading (`read` restarts the
+    window). `peak` is `peak_flops(device, precision)`: a measured one is measured again when outrun."""
+
+    def __init__(self, tokens_per_step: int, flops_per_token: float, peak: tuple[float, str], device, precision: str):
+        self.tokens_per_step, self.flops_per_token, self.device, self.precision = tokens_per_step, flops_per_token, device, precision
+        self.peak, self.peak_source = peak
+        self.restart()
+
+    def restart(self) -> None:
+        self.start, self.steps = time.perf_counter(), 0
+
+    def step(self) -> None:
+        self.steps += 1
+
+    def read(self) -> tuple[float, float]:
+        "`(tokens per second, MFU)` since the last reading."
+        tokens_per_s = self.steps * self.tokens_per_step / max(time.perf_counter() - self.start, 1e-9)
+        achieved = tokens_per_s * self.flops_per_token
+        if achieved > self.peak and self.peak_source.startswith("measured"):
+            self.peak = max(achieved, peak_flops(self.device, self.precision)[0])
+        self.restart()
+        return tokens_per_s, mfu(tokens_per_s, self.flops_per_token, self.peak)

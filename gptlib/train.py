@@ -26,7 +26,7 @@ from .display import log_line, progress_bar
 from .files import FolderLock, remove_stale_temporaries, write_json
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
-from .optim import Precision, choose_precision, lr_at, make_adamw, mfu, peak_flops
+from .optim import Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
 from .runtime import Distributed, StopRequest, setup_distributed, training_module
 from .tokenizer import Tokenizer
 
@@ -45,7 +45,7 @@ class TrainConfig(Config):
     n_head: int = opt(16, "attention heads per block (n_embd must be a multiple)", low=1)
     n_embd: int = opt(512, "the width of the residual stream", low=1)
     context: int = opt(512, "tokens the model sees at once", low=1)
-    dropout: float = opt(0.1, "dropout on embeddings, attention probabilities and residual branches", low=0.0)
+    dropout: float = opt(0.1, "dropout on embeddings, attention probabilities and residual branches", low=0.0, below=1.0)
     bias: bool = opt(True, "biases in the linear layers and LayerNorms")
     # optimization
     micro_batch: int = opt(8, "sequences per forward/backward pass", low=1)
@@ -56,8 +56,8 @@ class TrainConfig(Config):
     warmup_steps: int = opt(50, "steps of linear warmup up to max_lr", low=0)
     decay_steps: int = opt(0, "the step where the cosine reaches min_lr (0: max_steps)", low=0)
     weight_decay: float = opt(0.1, "AdamW weight decay of the weight matrices and embeddings", low=0.0)
-    beta1: float = opt(0.9, "AdamW's decay of the gradient's running mean", low=0.0, high=0.999999)
-    beta2: float = opt(0.95, "AdamW's decay of the squared gradient's running mean", low=0.0, high=0.999999)
+    beta1: float = opt(0.9, "AdamW's decay of the gradient's running mean", low=0.0, below=1.0)
+    beta2: float = opt(0.95, "AdamW's decay of the squared gradient's running mean", low=0.0, below=1.0)
     grad_clip: float = opt(1.0, "the largest gradient norm; larger gradients are scaled down to it", positive=True)
     # compute
     device: str = opt("auto", "auto, cpu, cuda, cuda:N or mps")
@@ -77,8 +77,6 @@ class TrainConfig(Config):
     def check(self) -> None:
         if self.min_lr > self.max_lr:
             raise ValueError(f"need min_lr <= max_lr, got min_lr={self.min_lr}, max_lr={self.max_lr}")
-        if self.dropout >= 1:
-            raise ValueError(f"TrainConfig.dropout must be below 1, got {self.dropout}")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         "The GPTConfig of this run for a tokenizer of `vocab_size` ids."
@@ -161,7 +159,7 @@ class TrainState:
     byte_lengths: torch.Tensor  # (V,) bytes per token, on the device
     data_key: str | None  # which preparation of the shards this run trains on
     metrics: MetricsLog
-    peak: tuple[float, str] = (0.0, "")  # FLOP/s the MFU is measured against, and where the figure comes from
+    peak: tuple[float, str]  # FLOP/s the MFU is measured against, and where the figure comes from
     step: int = 0
     last_val: float | None = None
     skipped: int = 0
@@ -180,10 +178,8 @@ class TrainState:
 
 # %% ../notebooks/06_training.ipynb #training-030b
 def train_step(s: TrainState, batches, lr: float) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
-    """One optimizer step: `grad_accum` micro-batches, each forward under autocast and backward on the scaled
-    loss / grad_accum (gradients add up); then unscale, clip, step (skipped by the scaler on inf/NaN) and
-    update the scale. Returns the mean loss, the gradient norm before clipping, the scale used and whether
-    the step was skipped. Under DDP, gradients are averaged over ranks on the last micro-batch only."""
+    """One optimizer step over `grad_accum` micro-batches (see the prose above). Returns the mean loss, the
+    gradient norm before clipping, the loss scale used and whether the scaler skipped the step."""
     cfg = s.cfg
     for group in s.optimizer.param_groups:
         group["lr"] = lr
@@ -207,8 +203,7 @@ def train_step(s: TrainState, batches, lr: float) -> tuple[torch.Tensor, torch.T
 
 # %% ../notebooks/06_training.ipynb #training-030d
 def setup(cfg: TrainConfig, dist: Distributed, log=None, callback=None) -> TrainState:
-    """Build the run: tokenizer, model, optimizer, scaler, loaders (the validation split is verified now,
-    not at the first validation); resume from the newest intact checkpoint or start afresh; compile and wrap."""
+    "Build the run: tokenizer, model, optimizer, scaler, loaders; resume or start afresh; compile and wrap."
     run = Path(cfg.out)
     tokenizer = Tokenizer.load(cfg.tokenizer)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
@@ -219,10 +214,8 @@ def setup(cfg: TrainConfig, dist: Distributed, log=None, callback=None) -> Train
     scaler = torch.amp.GradScaler(dist.device.type, init_scale=cfg.init_scale, enabled=precision.use_scaler)
     loader = BatchLoader(Path(cfg.shards), "train", cfg.micro_batch, cfg.context, seed=cfg.seed, rank=dist.rank,
                          world_size=dist.world_size, num_workers=cfg.loader_workers, device=dist.device, tokenizer=tokenizer)  # fmt: skip
-    val_tokens = open_split(cfg.shards, "val", tokenizer)
-    if (len(val_tokens) - 1) // cfg.context < dist.world_size:
-        raise ValueError(f"the validation split of {cfg.shards} holds {len(val_tokens):,d} tokens: not one window of "
-                         f"{cfg.context + 1} tokens per process; prepare more validation data or use a smaller context")  # fmt: skip
+    val_tokens = open_split(cfg.shards, "val", tokenizer)  # checksums verified now, not at the first validation
+    eval_batches(val_tokens, cfg.micro_batch, cfg.context, 1, rank=dist.rank, world_size=dist.world_size)  # too short?
     byte_lengths = torch.from_numpy(np.asarray(tokenizer.token_byte_lengths(), dtype=np.int64)).to(dist.device)
     s = TrainState(cfg, dist, tokenizer, model, model, optimizer, scaler, precision, loader, val_tokens, byte_lengths,
                    read_manifest(cfg.shards)["key"], MetricsLog(run / "metrics.jsonl", enabled=dist.is_main),
@@ -258,10 +251,9 @@ def _resume_or_start(s: TrainState) -> str:
         records, bad_lines = s.metrics.truncate_after(s.step)
         s.history.extend(records)
         s.skipped = max([r["skipped"] for r in records if r["kind"] == "train"], default=0)
-        for other, reason in damaged:
-            s.emit({"kind": "event", "step": s.step, "message": f"skipped the damaged checkpoint {other.name}: {reason}"})
-        if bad_lines:
-            s.emit({"kind": "event", "step": s.step, "message": f"dropped {bad_lines} damaged line(s) of metrics.jsonl"})
+        notes = [f"skipped the damaged checkpoint {p.name}: {why}" for p, why in damaged]
+        for note in notes + ([f"dropped {bad_lines} damaged line(s) of metrics.jsonl"] if bad_lines else []):
+            s.emit({"kind": "event", "step": s.step, "message": note})
         return f"resuming from {path.name}"
     if damaged:
         raise CheckpointError(f"{run} has checkpoints but none is intact ({damaged[0][1]}); move them away to start again")
@@ -298,13 +290,10 @@ def save(s: TrainState) -> None:
 
 # %% ../notebooks/06_training.ipynb #training-030j
 def train(cfg: TrainConfig, *, until_step: int | None = None, callback=None, log=print, progress: bool = True) -> list[dict]:
-    """Train (or resume) the run in `cfg.out`; return its history, a list of records (`kind`: train, val or
-    event) that is also in `cfg.out/metrics.jsonl`.
-
-    `callback(record)` sees each record as it is made (a live plot); `log(line)` prints them (None: silent);
-    `progress` shows a bar in a terminal. `until_step` stops early as if interrupted (a checkpoint is saved).
-    SIGINT/SIGTERM save a checkpoint and return; the last record then says `"stopped": <signal>`. Under
-    `torchrun`, each process trains on its own windows."""
+    """Train (or resume) the run in `cfg.out`; return its records (`kind`: train, val or event), also in
+    `metrics.jsonl`. `callback(record)` sees each record (a live plot), `log(line)` prints it (None: silent),
+    `progress` shows a bar. `until_step`, SIGINT and SIGTERM stop after a checkpoint (the last record then
+    says `"stopped"`). Under `torchrun`, each process trains on its own windows."""
     if not cfg.shards or not cfg.tokenizer or not cfg.out:
         raise ValueError("TrainConfig needs shards=, tokenizer= and out= folders")
     dist = setup_distributed(cfg.device)
@@ -319,38 +308,33 @@ def train(cfg: TrainConfig, *, until_step: int | None = None, callback=None, log
 
 def _loop(s: TrainState, stop: StopRequest, until_step: int | None, progress: bool) -> None:
     cfg, dist = s.cfg, s.dist
-    tokens_per_step, flops_per_token = cfg.micro_batch * cfg.grad_accum * cfg.context * dist.world_size, s.model.flops_per_token()
+    meter = Throughput(cfg.micro_batch * cfg.grad_accum * cfg.context, s.model.flops_per_token(), s.peak, dist.device,
+                       s.precision.name)  # fmt: skip
     bar = progress_bar(cfg.max_steps, s.step) if progress and dist.is_main else None
     if bar is not None and s.log is not None:
         s.log = bar.write  # log lines above the bar, not through it
-    batches, stopped = iter(s.loader), None
-    started = window_start = time.perf_counter()
-    window_steps = 0
+    batches, stopped, started = iter(s.loader), None, time.perf_counter()
     s.model.train()
     try:
         while s.step < cfg.max_steps:
             # 1. one optimizer step, at this step's learning rate
             lr = cfg.lr(s.step)
             loss, grad_norm, scale, skipped_now = train_step(s, batches, lr)
-            s.step, s.skipped, window_steps = s.step + 1, s.skipped + skipped_now, window_steps + 1
+            s.step, s.skipped = s.step + 1, s.skipped + skipped_now
+            meter.step()
             if bar is not None:
                 bar.update(1)
             # 2. log: the loss averaged over ranks, throughput and MFU since the last log line
             if s.step % cfg.log_every == 0 or s.step == cfg.max_steps or skipped_now:
-                tokens_per_s = window_steps * tokens_per_step / max(time.perf_counter() - window_start, 1e-9)
-                achieved = tokens_per_s / dist.world_size * flops_per_token  # model FLOP/s of this process
-                if achieved > s.peak[0] and s.peak[1].startswith("measured"):  # measured on a busy machine: again
-                    s.peak = (max(achieved, peak_flops(dist.device, s.precision.name)[0]), s.peak[1])
+                tokens_per_s, utilization = meter.read()
                 loss = dist.all_reduce_sum(loss) / dist.world_size
                 s.emit({"kind": "train", "step": s.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
-                        "loss_scale": scale, "skipped": s.skipped, "skipped_now": skipped_now, "tokens_per_s": tokens_per_s,
-                        "mfu": mfu(tokens_per_s / dist.world_size, flops_per_token, s.peak[0]),
-                        "elapsed_s": time.perf_counter() - started})  # fmt: skip
-                window_start, window_steps = time.perf_counter(), 0
+                        "loss_scale": scale, "skipped": s.skipped, "skipped_now": skipped_now, "mfu": utilization,
+                        "tokens_per_s": tokens_per_s * dist.world_size, "elapsed_s": time.perf_counter() - started})  # fmt: skip
             # 3. validate (its time is not counted in the throughput)
             if s.step % cfg.eval_every == 0 or s.step == cfg.max_steps:
                 s.last_val = validate(s)
-                window_start = time.perf_counter()
+                meter.restart()
             # 4. a signal or `until_step` stops every rank at the same step, after a checkpoint
             stop_now = torch.tensor(float(stop.signal is not None or (until_step is not None and s.step >= until_step)))
             stop_now = bool(dist.all_reduce_sum(stop_now.to(dist.device)).item())
