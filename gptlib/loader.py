@@ -198,8 +198,8 @@ class BatchLoader:
 def eval_batches(tokens: TokenSplit, batch_size: int, context: int, max_batches: int | None = None, device="cpu", *,
                  rank: int = 0, world_size: int = 1):  # fmt: skip
     """A deterministic pass over the windows of `tokens` (an opened split) in order (rank `rank` of
-    `world_size` takes every `world_size`-th window): up to `max_batches` full batches of (x, y), each (B, T)
-    int64 on `device`. A split with fewer than `batch_size` windows gives one smaller batch."""
+    `world_size` takes every `world_size`-th window): batches of (x, y), each (B, T) int64 on `device`.
+    `max_batches` full batches, or with `max_batches=None` every window once (the last batch may be smaller)."""
     for name, value in (("batch_size", batch_size), ("context", context), ("world_size", world_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -208,8 +208,7 @@ def eval_batches(tokens: TokenSplit, batch_size: int, context: int, max_batches:
     windows = rank_windows(np.arange((len(tokens) - 1) // context), rank, world_size)
     if len(windows) == 0:
         raise ValueError(f"split {tokens.split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks")
-    n_batches = max(1, len(windows) // batch_size)
-    n_batches = n_batches if max_batches is None else min(n_batches, max_batches)
+    n_batches = -(-len(windows) // batch_size) if max_batches is None else min(max(1, len(windows) // batch_size), max_batches)
     device = torch.device(device)
     return _eval_batches(tokens, windows, batch_size, context, n_batches, device)
 

@@ -42,7 +42,8 @@ class GPTConfig(Config):
     n_layer: int = opt(4, "L: transformer blocks", low=1)
     n_head: int = opt(16, "H: attention heads per block", low=1)
     n_embd: int = opt(512, "C: width of the residual stream; each head has D = C // H", low=1)
-    dropout: float = opt(0.1, "on embeddings, attention probabilities and residual outputs", low=0.0, below=1.0)
+    dropout: float = opt(0.1, "dropout on the embeddings and on each residual branch's output", low=0.0, below=1.0)
+    attn_dropout: float = opt(0.1, "dropout on the attention probabilities (0 keeps the fused CPU kernel)", low=0.0, below=1.0)
     bias: bool = opt(True, "biases in the linear layers and the LayerNorms")
 
     def check(self) -> None:
@@ -58,7 +59,7 @@ class GPTConfig(Config):
 # %% ../notebooks/04_model.ipynb #e0a546f2
 GPT_PRESETS = {
     # seconds-sized: unit tests, CI, notebook smoke runs
-    "tiny": GPTConfig(vocab_size=512, context=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0),
+    "tiny": GPTConfig(vocab_size=512, context=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0, attn_dropout=0.0),
     # a laptop model: about ten minutes on 2 CPU cores, Shakespeare with a small BPE vocabulary
     "cpu": GPTConfig(vocab_size=4096, context=256, n_layer=4, n_head=4, n_embd=256, dropout=0.1),
     # the original design ("~25M"); with the tied embedding it really has 29.4 M parameters
@@ -104,7 +105,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.n_head, self.dropout = config.n_head, config.dropout
+        self.n_head, self.attn_dropout = config.n_head, config.attn_dropout
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v of every head at once
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # mixes the heads back
         self.proj.is_residual_projection = True  # scaled at init, see GPT._init_weights
@@ -120,7 +121,7 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             past = cache.length
             k, v = cache.append(layer, k, v)  # (B, H, past + T, D)
-        dropout_p = self.dropout if self.training else 0.0
+        dropout_p = self.attn_dropout if self.training else 0.0
         if past == 0:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, H, T, D)
         else:

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'GPU_PEAK_FLOPS', 'param_groups', 'check_partition', 'fused_adamw_available', 'make_adamw', 'lr_at',
-           'DynamicLossScaler', 'Precision', 'choose_precision', 'datasheet_peak_flops', 'measure_matmul_flops',
-           'peak_flops', 'mfu', 'Throughput']
+           'DynamicLossScaler', 'measure_matmul_flops', 'cpu_bf16_speedup', 'Precision', 'choose_precision',
+           'datasheet_peak_flops', 'peak_flops', 'mfu', 'Throughput']
 
 # %% ../notebooks/05_optim.ipynb #optim-003
 import functools
@@ -142,6 +142,35 @@ class DynamicLossScaler:
     def load_state_dict(self, state: dict) -> None:
         self.scale_value, self.clean_steps = float(state["scale"]), int(state["clean_steps"])
 
+# %% ../notebooks/05_optim.ipynb #optim-029a
+def measure_matmul_flops(device="cpu", precision: str = "fp32", n: int = 1024, repeats: int = 5,
+                         max_seconds: float = 0.5) -> float:
+    "The best rate, in FLOP/s, of an (n, n) @ (n, n) matrix product on `device` in `precision` (at most `repeats` timings, stopping after `max_seconds`): a measured peak."
+    dtype = _DTYPES[precision] or torch.float32
+    g = torch.Generator(device=device).manual_seed(0)  # leaves the global RNG (dropout, resumes) untouched
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    a @ b  # warm up
+    sync()
+    best, began = float("inf"), time.perf_counter()
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+        if time.perf_counter() - began > max_seconds:
+            break
+    return 2 * n**3 / best
+
+
+@functools.cache
+def cpu_bf16_speedup(n: int = 512) -> float:
+    """How many times faster an (n, n) matrix product runs in bf16 than in fp32 on this CPU, measured once per
+    process; each is timed twice and the better taken (the first products after a change of type run slowly)."""
+    fp32 = max(measure_matmul_flops("cpu", "fp32", n=n, repeats=10) for _ in range(2))
+    return max(measure_matmul_flops("cpu", "bf16", n=n, repeats=10) for _ in range(2)) / fp32
+
 # %% ../notebooks/05_optim.ipynb #optim-029
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -179,7 +208,12 @@ def choose_precision(device, requested: str = "auto") -> Precision:
             return Precision("fp16", "cuda", True, "bf16 requested but this GPU lacks it: fp16 autocast with a loss scaler")
         return Precision("fp16", "cuda", True, "CUDA default: fp16 autocast with a dynamic loss scaler (the original design)")
     if requested == "auto":
-        return Precision("fp32", device_type, False, f"{device_type} default: fp32 (exact and portable; ask for bf16 on CPUs with bf16 matrix instructions)")
+        if device_type != "cpu":
+            return Precision("fp32", device_type, False, f"{device_type} default: fp32")
+        speedup = cpu_bf16_speedup()
+        if speedup >= 1.3:
+            return Precision("bf16", "cpu", False, f"cpu auto: bf16 autocast, its matmuls run {speedup:.1f}x fp32's here")
+        return Precision("fp32", "cpu", False, f"cpu auto: fp32, bf16 matmuls are not faster here ({speedup:.1f}x)")
     if not torch.amp.is_autocast_available(device_type):
         raise ValueError(f"{requested} autocast is not available on {device_type}")
     if requested == "bf16":
@@ -205,27 +239,6 @@ def datasheet_peak_flops(device_name: str, precision: str) -> float | None:
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", device_name):
             return peaks.get(precision)
     return None
-
-
-def measure_matmul_flops(device="cpu", precision: str = "fp32", n: int = 1024, repeats: int = 5,
-                         max_seconds: float = 0.5) -> float:
-    "The best rate, in FLOP/s, of an (n, n) @ (n, n) matrix product on `device` in `precision` (at most `repeats` timings, stopping after `max_seconds`): a measured peak."
-    dtype = _DTYPES[precision] or torch.float32
-    g = torch.Generator(device=device).manual_seed(0)  # leaves the global RNG (dropout, resumes) untouched
-    a = torch.randn(n, n, device=device, dtype=dtype, generator=g)
-    b = torch.randn(n, n, device=device, dtype=dtype, generator=g)
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    a @ b  # warm up
-    sync()
-    best, began = float("inf"), time.perf_counter()
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        sync()
-        best = min(best, time.perf_counter() - start)
-        if time.perf_counter() - began > max_seconds:
-            break
-    return 2 * n**3 / best
 
 
 def peak_flops(device, precision: str = "fp32") -> tuple[float, str]:

@@ -45,7 +45,8 @@ class TrainConfig(Config):
     n_head: int = opt(16, "attention heads per block (n_embd must be a multiple)", low=1)
     n_embd: int = opt(512, "the width of the residual stream", low=1)
     context: int = opt(512, "tokens the model sees at once", low=1)
-    dropout: float = opt(0.1, "dropout on embeddings, attention probabilities and residual branches", low=0.0, below=1.0)
+    dropout: float = opt(0.1, "dropout on the embeddings and on each residual branch's output", low=0.0, below=1.0)
+    attn_dropout: float = opt(0.1, "dropout on the attention probabilities (0 keeps the fused CPU kernel)", low=0.0, below=1.0)
     bias: bool = opt(True, "biases in the linear layers and LayerNorms")
     # optimization
     micro_batch: int = opt(8, "sequences per forward/backward pass", low=1)
@@ -70,7 +71,7 @@ class TrainConfig(Config):
     # bookkeeping
     log_every: int = opt(10, "steps between log lines", low=1)
     eval_every: int = opt(100, "steps between validations", low=1)
-    eval_batches: int = opt(20, "micro-batches per validation", low=1)
+    eval_batches: int = opt(20, "micro-batches per validation (0: every window of the validation split)", low=0)
     checkpoint_every: int = opt(500, "steps between checkpoints (one is also saved at the end and on a signal)", low=1)
     keep_last: int = opt(2, "checkpoints kept besides the best one", low=1)
 
@@ -81,7 +82,7 @@ class TrainConfig(Config):
     def model_config(self, vocab_size: int) -> GPTConfig:
         "The GPTConfig of this run for a tokenizer of `vocab_size` ids."
         return GPTConfig(vocab_size=vocab_size, context=self.context, n_layer=self.n_layer, n_head=self.n_head,
-                         n_embd=self.n_embd, dropout=self.dropout, bias=self.bias)  # fmt: skip
+                         n_embd=self.n_embd, dropout=self.dropout, attn_dropout=self.attn_dropout, bias=self.bias)  # fmt: skip
 
     def lr(self, step: int) -> float:
         "The learning rate of `step`: warmup, then cosine down to min_lr at `decay_steps` (or `max_steps`)."
@@ -89,27 +90,21 @@ class TrainConfig(Config):
         return lr_at(step, max_lr=self.max_lr, min_lr=self.min_lr, warmup_steps=min(self.warmup_steps, end), decay_steps=end)
 
 # %% ../notebooks/06_training.ipynb #training-007
-def _model_fields(name: str) -> dict:
-    "The shape of gptlib.model's preset `name`, as TrainConfig fields."
-    g = GPT_PRESETS[name]
-    return dict(vocab_size=g.vocab_size, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd, context=g.context,
-                dropout=g.dropout, bias=g.bias)  # fmt: skip
-
-
 TRAIN_PRESETS = {
+    # the model shapes are gptlib.model's presets (GPTConfig fields are TrainConfig fields too)
     # seconds: tests, CI and the notebook's smoke run
-    "tiny": {**_model_fields("tiny"), "micro_batch": 8, "grad_accum": 1, "max_steps": 60, "max_lr": 3e-3,
+    "tiny": {**GPT_PRESETS["tiny"].to_dict(), "micro_batch": 8, "grad_accum": 1, "max_steps": 60, "max_lr": 3e-3,
              "min_lr": 3e-4, "warmup_steps": 5, "log_every": 5, "eval_every": 20, "eval_batches": 4,
              "checkpoint_every": 20},  # fmt: skip
     # `make run`: about ten minutes of training on 2 CPU cores
     # 1,200 steps x 2,048 tokens = 2.5 M tokens (1.7 epochs of Shakespeare). Small batches: the loss sits on the
     # unigram plateau for about 100 steps whatever the batch, so more, smaller steps learn more in the time.
     # No dropout: too few epochs to overfit.
-    "cpu": {**_model_fields("cpu"), "dropout": 0.0, "micro_batch": 8, "grad_accum": 1, "max_steps": 1200,
+    "cpu": {**GPT_PRESETS["cpu"].to_dict(), "dropout": 0.0, "attn_dropout": 0.0, "micro_batch": 8, "grad_accum": 1, "max_steps": 1200,
             "max_lr": 2e-3, "min_lr": 2e-4, "warmup_steps": 30, "log_every": 20, "eval_every": 200,
             "eval_batches": 16, "checkpoint_every": 200},  # fmt: skip
     # the original design, for a GPU: micro-batch 8 x 4 accumulation, context 512, 10,000 steps
-    "gpt-25m": {**_model_fields("gpt-25m"), "micro_batch": 8, "grad_accum": 4, "max_steps": 10_000,
+    "gpt-25m": {**GPT_PRESETS["gpt-25m"].to_dict(), "micro_batch": 8, "grad_accum": 4, "max_steps": 10_000,
                 "max_lr": 6e-4, "min_lr": 6e-5, "warmup_steps": 50, "log_every": 10, "eval_every": 100,
                 "eval_batches": 20, "checkpoint_every": 1000, "loader_workers": 2},  # fmt: skip
 }
@@ -268,9 +263,9 @@ def _resume_or_start(s: TrainState) -> str:
 
 # %% ../notebooks/06_training.ipynb #training-030h
 def validate(s: TrainState) -> float:
-    "Evaluate on the first `eval_batches` batches of the validation split (each rank its own windows); log it."
+    "Evaluate on the first `eval_batches` batches of the validation split, or all of it (each rank its own windows)."
     cfg, dist = s.cfg, s.dist
-    batches = eval_batches(s.val_tokens, cfg.micro_batch, cfg.context, cfg.eval_batches, dist.device,
+    batches = eval_batches(s.val_tokens, cfg.micro_batch, cfg.context, cfg.eval_batches or None, dist.device,
                            rank=dist.rank, world_size=dist.world_size)  # fmt: skip
     result = evaluate(s.model, batches, s.byte_lengths, s.precision, dist)
     s.emit({"kind": "val", "step": s.step, **result})

@@ -197,7 +197,9 @@ def test_eval_batches_are_deterministic_and_in_order(shards):
     x, y = batches[1]
     assert x[0].tolist() == tokens[3 * 20 : 4 * 20].tolist() and y[0].tolist() == tokens[61:81].tolist()
     everything = list(eval_batches(split, batch_size=3, context=20))
-    assert len(everything) == ((len(tokens) - 1) // 20) // 3
+    n_windows = (len(tokens) - 1) // 20
+    assert len(everything) == -(-n_windows // 3) and sum(len(x) for x, _ in everything) == n_windows, "every window once"
+    assert everything[-1][0][-1].tolist() == tokens[(n_windows - 1) * 20 : n_windows * 20].tolist()
 
 
 def test_eval_batches_of_a_tiny_split_give_one_smaller_batch(shards):

@@ -157,13 +157,29 @@ def test_scaler_state_round_trip_and_bad_arguments():
 
 
 def test_choose_precision_on_cpu():
-    assert choose_precision("cpu").name == "fp32"
+    assert choose_precision("cpu", "fp32").name == "fp32"
     bf16 = choose_precision("cpu", "bf16")
     assert (bf16.name, bf16.use_scaler, bf16.autocast_dtype) == ("bf16", False, torch.bfloat16)
     fp16 = choose_precision("cpu", "fp16")
     assert fp16.use_scaler and fp16.reason
     with pytest.raises(ValueError, match="fp8"):
         choose_precision("cpu", "fp8")
+
+
+def test_auto_precision_on_cpu_follows_the_measured_bf16_speedup(monkeypatch):
+    import gptlib.optim as optim
+
+    for speedup, expected in ((3.1, "bf16"), (1.31, "bf16"), (1.29, "fp32"), (0.4, "fp32")):
+        monkeypatch.setattr(optim, "cpu_bf16_speedup", lambda speedup=speedup: speedup)
+        chosen = choose_precision("cpu")
+        assert chosen.name == expected and f"{speedup:.1f}x" in chosen.reason, (speedup, chosen)
+        assert not chosen.use_scaler
+
+
+def test_the_bf16_speedup_is_measured_and_plausible():
+    from gptlib.optim import cpu_bf16_speedup
+
+    assert 0.05 < cpu_bf16_speedup() < 50
 
 
 def test_precision_autocast_runs_matmuls_in_its_dtype():

@@ -217,7 +217,7 @@ def test_bits_per_byte_counts_text_bytes_and_leaves_out_specials(small_data):
     model = GPT(tiny(small_data, "unused").model_config(tok.n_vocab))
     x = torch.tensor([[tok.bos_id, 65, 66, 256]])  # 256: the first merged token
     y = torch.tensor([[65, 66, 256, tok.eos_id]])
-    result = evaluate(model, [(x, y)], torch.from_numpy(tok.token_byte_lengths()).long(), choose_precision("cpu"))
+    result = evaluate(model, [(x, y)], torch.from_numpy(tok.token_byte_lengths()).long(), choose_precision("cpu", "fp32"))
     logits, _ = model(x)
     nll = torch.nn.functional.cross_entropy(logits[0], y[0], reduction="none")
     n_bytes = 1 + 1 + len(tok.decode_bytes([256]))
