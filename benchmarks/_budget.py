@@ -1,0 +1,117 @@
+"""Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed CPU-time budget on
+the embedded corpus and score it the same way every time.
+
+- The step time is measured first, on random tokens of the candidate's shape (`probe_step_seconds`): the 20th
+  percentile of a few dozen steps, so that bursts of other work on the machine do not count. The budget
+  then fixes the number of steps, after setting aside the time of the validations (and of compiling).
+- Training itself may run on a busy machine: its result depends on the number of steps, not on the clock.
+- The score is bits per byte over every window of the held-out plays (`eval_batches=0`) at the best
+  validation of the run (the checkpoint the pipeline samples from), and the sample quality of that
+  checkpoint over three seeds (`gptlib.quality`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from gptlib.checkpoint import load_trained
+from gptlib.corpus import data_dir
+from gptlib.data import DataConfig, open_split, prepare
+from gptlib.model import GPT
+from gptlib.optim import choose_precision, make_adamw
+from gptlib.pipeline import prepare_tokenizer
+from gptlib.quality import TrainingText, sample_quality
+from gptlib.train import TrainConfig, sample_text, train
+
+VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
+SAMPLE_SEEDS = (0, 1, 2)
+
+
+def corpus_data(vocab_size: int) -> tuple[Path, Path]:
+    "The tokenizer and shards `make run` would use for this vocabulary size (made once, under data_dir())."
+    root = data_dir()
+    tok_dir, shards = root / "tokenizers" / f"shakespeare-{vocab_size}", root / "shards" / f"shakespeare-{vocab_size}"
+    tokenizer, _ = prepare_tokenizer("shakespeare", vocab_size, tok_dir, progress=False)
+    prepare(DataConfig(corpus="shakespeare", tokenizer=tok_dir, out=shards, val_fraction=VAL_FRACTION),
+            progress=False, tokenizer=tokenizer)  # fmt: skip
+    return tok_dir, shards
+
+
+def probe_step_seconds(cfg: TrainConfig, steps: int = 40) -> tuple[float, float]:
+    """`(seconds per step, seconds of warm-up)` of `cfg`'s training step on random tokens: forward under its
+    precision, backward, clipping, AdamW; compiled when `cfg.compile`."""
+    torch.manual_seed(0)
+    model = GPT(cfg.model_config(cfg.vocab_size))
+    optimizer, _ = make_adamw(model, lr=1e-3, weight_decay=cfg.weight_decay)
+    precision = choose_precision("cpu", cfg.precision)
+    forward = torch.compile(model) if cfg.compile else model
+    x = torch.randint(0, cfg.vocab_size, (cfg.micro_batch, cfg.context))
+
+    def one_step():
+        for _ in range(cfg.grad_accum):
+            with precision.autocast():
+                _, loss = forward(x, x)
+            (loss / cfg.grad_accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    started = time.perf_counter()
+    for _ in range(3):
+        one_step()
+    warmup = time.perf_counter() - started
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        one_step()
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 5], warmup
+
+
+def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *, n_evals: int = 6,
+                     step_s: float | None = None, log=None) -> dict:  # fmt: skip
+    """Train `cfg` (shards, tokenizer and vocab_size set) for about `budget_s` seconds of this CPU's time and
+    score it. Returns the figures of the run."""
+    probe_s, warmup_s = probe_step_seconds(cfg)
+    step_s = step_s or probe_s
+    val_tokens = open_split(cfg.shards, "val")
+    eval_s = len(val_tokens) * step_s / (cfg.micro_batch * cfg.grad_accum * cfg.context) / 3  # forward only
+    compile_s = warmup_s if cfg.compile else 0.0
+    steps = max(50, int((budget_s - n_evals * eval_s - compile_s) / step_s))
+    every = max(1, steps // n_evals)
+    cfg = replace(cfg, out=str(work / name), max_steps=steps, eval_every=every, checkpoint_every=every,
+                  eval_batches=0, keep_last=1, log_every=max(1, steps // 50))  # fmt: skip
+    started = time.perf_counter()
+    history = train(cfg, log=log, progress=False)
+    wall_s = time.perf_counter() - started
+    val = [r for r in history if r["kind"] == "val"]
+    best = min(val, key=lambda r: r["val_loss"])
+    train_records = [r for r in history if r["kind"] == "train"]
+    model, tokenizer, meta = load_trained(cfg.out, "best")
+    samples = [sample_text(model, tokenizer, "ROMEO:", 300, temperature=0.8, top_k=50, seed=s) for s in SAMPLE_SEEDS]
+    training = TrainingText.from_split(open_split(cfg.shards, "train"), tokenizer)
+    n_train = len(open_split(cfg.shards, "train"))
+    tokens_seen = steps * cfg.micro_batch * cfg.grad_accum * cfg.context
+    return {
+        "name": name,
+        "config": {k: v for k, v in cfg.to_dict().items() if k not in ("shards", "tokenizer", "out")},
+        "params": model.num_params(non_embedding=False),
+        "step_s": step_s,
+        "steps": steps,
+        "tokens_seen": tokens_seen,
+        "epochs": tokens_seen / n_train,
+        "budget_s": budget_s,
+        "wall_s": wall_s,
+        "best_step": best["step"],
+        "best_val_loss": best["val_loss"],
+        "best_val_bpb": best["val_bpb"],
+        "final_val_bpb": val[-1]["val_bpb"],
+        "final_train_loss": train_records[-1]["loss"],
+        "val_tokens": best["val_tokens"],
+        "quality": sample_quality(samples, training),
+        "sample": samples[0],
+    }

@@ -1,0 +1,110 @@
+"""The search behind the `cpu` preset: which recipe writes the best Shakespeare in a fixed CPU-time budget?
+
+    .venv/bin/python benchmarks/recipe.py [--budget-s 480] [--only NAME ...] [--table-only]
+
+Every candidate is a set of TrainConfig fields on top of the `cpu` preset (and the tokenizer size it needs).
+Each trains for the same CPU time (`--budget-s`, default 8 minutes: what `make run` may spend training on 2
+cores) on the same 40 plays and is scored on the whole of the 2 held-out plays (bits per byte, every window),
+at its best validation, plus the sample quality of that checkpoint over 3 seeds (see benchmarks/_budget.py
+for how the budget becomes a number of steps). Candidates stay inside the original design: sinusoidal
+positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
+
+Results are appended to benchmarks/recipe_runs.jsonl (a candidate already there is not run again; delete
+its line to re-run it); the table is written to the `recipe` section of benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _budget import corpus_data, train_for_budget  # noqa: E402
+from _results import machine_line, write_section  # noqa: E402
+
+from gptlib.train import TrainConfig  # noqa: E402
+
+RUNS = Path(__file__).with_name("recipe_runs.jsonl")
+
+# name -> (why it is tried, TrainConfig fields over the `cpu` preset in bf16); rounds in the order they ran
+CANDIDATES = {
+    # round 1: what bf16 alone gives, then the size of the vocabulary, the width, regularization, the batch
+    "r1-today": ("the cpu preset as it was (4 x 256, vocab 4096, no dropout), in bf16", {}),
+    "r1-dropout": ("+ dropout 0.1 on embeddings and residual branches (attention kept fused)", {"dropout": 0.1}),
+    "r1-v2048": ("vocabulary 2,048: a cheaper LM head, more tokens per byte", {"vocab_size": 2048}),
+    "r1-v2048-dropout": ("vocabulary 2,048 + dropout 0.1", {"vocab_size": 2048, "dropout": 0.1}),
+    "r1-v8192": ("vocabulary 8,192: fewer, longer tokens", {"vocab_size": 8192}),
+    "r1-w192": ("narrower: 4 x 192, more steps", {"n_embd": 192, "n_head": 3}),
+    "r1-l6w192-dropout": ("deeper and narrower: 6 x 192 + dropout 0.1", {"n_layer": 6, "n_embd": 192, "n_head": 3,
+                                                                         "dropout": 0.1}),
+    "r1-lr3e-3": ("peak learning rate 3e-3", {"max_lr": 3e-3, "min_lr": 3e-4}),
+    "r1-batch16": ("16 sequences a step (half the steps)", {"micro_batch": 16}),
+    "r1-ctx128": ("context 128, 16 sequences a step (same tokens a step)", {"context": 128, "micro_batch": 16}),
+}
+
+
+def run_candidate(name: str, budget_s: float, work: Path) -> dict:
+    why, fields = CANDIDATES[name]
+    cfg = TrainConfig.preset("cpu", precision="bf16", **fields)
+    tok_dir, shards = corpus_data(cfg.vocab_size)
+    cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
+    return {"why": why, **train_for_budget(name, cfg, budget_s, work)}
+
+
+def load_runs() -> dict[str, dict]:
+    runs = {}
+    if RUNS.is_file():
+        for line in RUNS.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                runs[record["name"]] = record
+    return runs
+
+
+def table(runs: dict[str, dict]) -> str:
+    rows = ["| candidate | what changes | params | steps | epochs | best val bits/byte (step) | known words | "
+            "known speakers | blank run | stutters |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name in CANDIDATES:
+        if name not in runs:
+            continue
+        r, q = runs[name], runs[name]["quality"]
+        speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
+        rows.append(f"| {name} | {r['why']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['epochs']:.1f} | "
+                    f"**{r['best_val_bpb']:.3f}** ({r['best_step']}) | {q['known_words']:.1%} | {speakers} | "
+                    f"{q['longest_blank_run']} | {len(q['stutters'])} |")  # fmt: skip
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget-s", type=float, default=480.0, help="CPU seconds of training per candidate")
+    parser.add_argument("--only", nargs="*", help="run only these candidates")
+    parser.add_argument("--table-only", action="store_true", help="write the table from recipe_runs.jsonl")
+    args = parser.parse_args()
+    runs = load_runs()
+    if not args.table_only:
+        for name in args.only or CANDIDATES:
+            if name in runs:
+                continue
+            with tempfile.TemporaryDirectory(prefix="gptlib-recipe-") as tmp:
+                record = run_candidate(name, args.budget_s, Path(tmp))
+            runs[name] = record
+            with open(RUNS, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            print(json.dumps({k: v for k, v in record.items() if k != "sample"}), flush=True)
+    md = ["## The `cpu` recipe (`benchmarks/recipe.py`)", "", machine_line(), "",
+          f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time measured "
+          "first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
+          "validation, and its samples (prompt `ROMEO:`, temperature 0.8, top-k 50, 3 seeds) against the training "
+          "text.", "", table(runs)]  # fmt: skip
+    write_section("recipe", "\n".join(md))
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

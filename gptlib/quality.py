@@ -1,0 +1,84 @@
+"""Reading what a model writes: how much of a sample is words and speaker names of the training text, and how
+much is artefact (runs of blank lines, letters stuttering).
+
+Hand-written plumbing, not generated from a notebook: 06_training shows these figures beside the samples;
+counting words teaches nothing about GPTs. The figures are for a play-like corpus such as Shakespeare's,
+where a speaker's turn opens with a heading line: the name and a full stop (`ROMEO.`, `Benvolio.`).
+
+- `TrainingText.from_split(tokens, tokenizer)`: the words and speaker names of a training split;
+- `sample_quality(samples, training)`: over several samples, the share of words found in the training text,
+  the share of speaker headings that name a speaker of the training text, the longest run of blank lines,
+  and the words with a stutter (a letter three times in a row, a pair of letters three times in a row)
+  that the training text never uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["TrainingText", "sample_quality"]
+
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
+_HEADING = re.compile(r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*")  # a name and a full stop, alone on a line
+_STUTTER = re.compile(r"([A-Za-z])\1\1|([A-Za-z]{2})\2\2")
+
+
+@dataclass(frozen=True)
+class TrainingText:
+    "The words (lowercased) and speaker names (uppercased) a model saw in training."
+
+    words: frozenset[str]
+    speakers: frozenset[str]
+
+    @classmethod
+    def from_texts(cls, texts) -> TrainingText:
+        words, speakers = set(), set()
+        for text in texts:
+            words.update(w.lower() for w in _WORD.findall(text))
+            speakers.update(_headings(text))
+        return cls(frozenset(words), frozenset(speakers))
+
+    @classmethod
+    def from_split(cls, tokens, tokenizer) -> TrainingText:
+        "From a split of token shards (`gptlib.data.TokenSplit`), document by document."
+        return cls.from_texts(tokenizer.decode(tokens.document(i)) for i in range(tokens.n_documents))
+
+
+def _headings(text: str) -> list[str]:
+    "The speaker headings of a text, uppercased: a name and a full stop alone on a line, after a blank line (or at the start) and before a line of speech."
+    lines = text.split("\n")
+    found = []
+    for i, line in enumerate(lines):
+        if (match := _HEADING.fullmatch(line)) and (i == 0 or not lines[i - 1].strip()):
+            if i + 1 < len(lines) and lines[i + 1].strip():
+                found.append(match.group(1).upper())
+    return found
+
+
+def _longest_blank_run(text: str) -> int:
+    longest = run = 0
+    for line in text.split("\n")[1:-1]:  # the lines between two line breaks
+        run = run + 1 if not line.strip() else 0
+        longest = max(longest, run)
+    return longest
+
+
+def sample_quality(samples: list[str], training: TrainingText) -> dict:
+    """Figures over `samples` (generated texts): `known_words` (share of words found in the training text),
+    `known_speakers` (share of speaker headings naming a speaker of the training text; None without
+    headings), `longest_blank_run` (most blank lines in a row), `stutters` (words with a letter or a pair
+    of letters three times in a row that the training text never uses), and the counts behind them."""
+    if isinstance(samples, str):
+        raise TypeError("sample_quality takes a list of samples, not one str")
+    words = [w.lower() for text in samples for w in _WORD.findall(text)]
+    headings = [name for text in samples for name in _headings(text)]
+    stutters = sorted({w for w in words if _STUTTER.search(w) and w not in training.words})
+    return {
+        "known_words": sum(w in training.words for w in words) / len(words) if words else 0.0,
+        "known_speakers": sum(h in training.speakers for h in headings) / len(headings) if headings else None,
+        "longest_blank_run": max((_longest_blank_run(text) for text in samples), default=0),
+        "stutters": stutters,
+        "n_words": len(words),
+        "n_speakers": len(headings),
+    }
