@@ -10,6 +10,7 @@ Modules:
 - `gptlib.files`: Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
+- `gptlib.quality`: Reading what a model writes: how much of a sample is words and speaker names of the training text, and how much is artefact (runs of blank lines, letters stuttering).
 - `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.
