@@ -64,9 +64,10 @@ CHECKPOINT_FORMAT = "gptlib-checkpoint"
 CHECKPOINT_VERSION = 1
 _FILES = ("model.safetensors", "state.pt")
 # TrainConfig fields that may change when a run is resumed: where and how it runs, not what it computes.
-# `max_steps` may change only while the cosine's end stays put (see `check_resumable`).
+# `max_steps` and `decay_steps` may change only while the cosine's end (decay_steps, or else max_steps) stays
+# put (see `check_resumable`): the steps after it run at min_lr.
 RESUMABLE_CHANGES = frozenset({"out", "device", "compile", "loader_workers", "log_every", "eval_every",
-                               "eval_batches", "checkpoint_every", "keep_last", "max_steps"})  # fmt: skip
+                               "eval_batches", "checkpoint_every", "keep_last", "max_steps", "decay_steps"})  # fmt: skip
 
 
 class CheckpointError(ValueError):

@@ -277,3 +277,14 @@ def test_sample_command_prints_text(small_data, tmp_path):
                              "ROMEO:", "--max-new-tokens", "8"], capture_output=True, text=True, cwd=REPO)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ROMEO:")
+
+
+def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp_path):
+    cfg = tiny(small_data, tmp_path / "run", max_steps=8)
+    train(cfg, log=None, progress=False)
+    with pytest.raises(CheckpointError, match="move the end of the learning-rate decay from step 8 to 12.*--decay-steps 8"):
+        train(replace(cfg, max_steps=12), log=None, progress=False)
+    longer = train(replace(cfg, max_steps=12, decay_steps=8), log=None, progress=False)
+    lrs = {r["step"]: r["lr"] for r in longer if r["kind"] == "train"}
+    assert lrs[8] > cfg.min_lr and lrs[9] == lrs[12] == cfg.min_lr, "past the decay's end the run trains at min_lr"
+    assert [s for s, _ in losses(longer)] == list(range(1, 13))

@@ -1,0 +1,249 @@
+"""Faults around training, from the command line: damaged checkpoints, metrics and validation data, signals, bad
+numbers, devices this machine lacks, unwritable or full disks, two writers. Every error is one `error: ...`
+line and exit code 2; a run that can go on, goes on."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gptlib.checkpoint import list_checkpoints, read_checkpoint_meta, read_metrics
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def flags(small_data, out, **overrides) -> list[str]:
+    values = {"shards": small_data / "shards", "tokenizer": small_data / "tokenizer", "out": out, "max_steps": 12,
+              "log_every": 1, "eval_every": 4, "eval_batches": 2, "checkpoint_every": 4, "keep_last": 1,
+              "micro_batch": 4, "context": 32, "precision": "fp32", **overrides}  # fmt: skip
+    return ["--preset", "tiny", *[f"--{k.replace('_', '-')}={v}" for k, v in values.items()]]
+
+
+def gptlib(*args, timeout=120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gptlib", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout, **kwargs)  # fmt: skip
+
+
+def with_patch(patch: str, *args) -> subprocess.CompletedProcess:
+    "Run the command line in a child whose `patch` (Python source) ran first: to simulate full or read-only disks."
+    code = textwrap.dedent(patch) + f"\nfrom gptlib.cli import main\nraise SystemExit(main({[str(a) for a in args]!r}))\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def one_error_line(result: subprocess.CompletedProcess, *needles: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def damage(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def train_losses(run: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in read_metrics(run) if r["kind"] == "train"]
+
+
+# --- checkpoints --------------------------------------------------------------------------------------------
+
+
+def test_a_damaged_older_checkpoint_never_stops_later_saves(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8, keep_last=3)).returncode == 0
+    older = list_checkpoints(run)[0]
+    (older / "checkpoint.json").write_text("{ damaged")
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=16, decay_steps=8, keep_last=1))
+    assert result.returncode == 0, result.stderr
+    assert f"moved the damaged checkpoint {older.name} aside" in result.stdout
+    assert [p.name for p in list_checkpoints(run)][-1] == "step-0000016" and (run / "checkpoints" / f"damaged-{older.name}").is_dir()
+    assert gptlib("sample", "--run", run, "--max-new-tokens", 5).returncode == 0
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(small_data, tmp_path):
+    reference, run = tmp_path / "reference", tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, reference)).returncode == 0
+    assert gptlib("train", "start", *flags(small_data, run, keep_last=3), "--max-steps=8", "--decay-steps=12").returncode == 0
+    latest = list_checkpoints(run)[-1]
+    damage(latest / "model.safetensors")
+    result = gptlib("sample", "--run", run, "--checkpoint", "latest", "--max-new-tokens", 5)
+    assert result.returncode == 0, result.stderr  # sampling passes over the damaged checkpoint too
+    result = gptlib("train", "start", *flags(small_data, run, keep_last=3))
+    assert result.returncode == 0, result.stderr
+    assert f"skipped the damaged checkpoint {latest.name}" in result.stdout and "resuming from step-0000004" in result.stdout
+    assert train_losses(run) == train_losses(reference), "the resume from the older checkpoint is exact"
+
+
+def test_a_kill_during_pruning_leaves_nothing_that_stops_the_run(small_data, tmp_path):
+    run = tmp_path / "run"
+    patch = """
+        import os, signal, shutil
+        import gptlib.checkpoint as checkpoint
+        def rmtree_then_die(path, *args, **kwargs):
+            victims = sorted(os.listdir(path))
+            os.remove(os.path.join(path, victims[0]))  # half deleted
+            os.kill(os.getpid(), signal.SIGKILL)
+        checkpoint.shutil.rmtree = rmtree_then_die
+    """
+    result = with_patch(patch, "train", "start", *flags(small_data, run))
+    assert result.returncode == -9, result.stderr
+    assert list((run / "checkpoints").glob(".step-*.tmp-*")), "the kill came mid-delete"
+    result = gptlib("train", "start", *flags(small_data, run))
+    assert result.returncode == 0, result.stderr
+    assert not list((run / "checkpoints").glob(".*")), "the half-deleted checkpoint of the dead process is gone"
+    assert gptlib("sample", "--run", run, "--max-new-tokens", 5).returncode == 0
+
+
+def test_stale_temporary_checkpoint_folders_are_removed_on_resume(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = run / "checkpoints" / f".step-0000008.tmp-{dead.stdout.strip()}-0123abcd"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4)).returncode == 0
+    assert not stale.exists()
+
+
+# --- data the run reads ---------------------------------------------------------------------------------------
+
+
+def test_a_damaged_validation_split_is_found_before_the_first_step(small_data, tmp_path):
+    import shutil
+
+    shards = tmp_path / "shards"
+    shutil.copytree(small_data / "shards", shards)
+    damage(next((shards / "val").glob("*.ds")))
+    run = tmp_path / "run"
+    one_error_line(gptlib("train", "start", *flags(small_data, run, shards=shards)), "corrupted")
+    assert not train_losses(run) and not list_checkpoints(run)
+
+
+def test_a_validation_split_too_short_for_one_window_is_refused_before_the_first_step(small_data, tmp_path):
+    one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run", context=64, micro_batch=1),
+                          "--context=100000"), "not one window")  # fmt: skip
+
+
+def test_a_damaged_line_in_the_middle_of_the_metrics_drops_only_itself(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8)).returncode == 0
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines[3] = lines[3][: len(lines[3]) // 2]  # torn in the middle of the file
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=12, decay_steps=8))
+    assert result.returncode == 0 and "dropped 1 damaged line(s) of metrics.jsonl" in result.stdout
+    steps = [step for step, _ in train_losses(run)]
+    assert steps == [s for s in range(1, 13) if s != 3], "only the torn record is missing"
+
+
+# --- signals, numbers, devices ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_saves_a_checkpoint_and_exits_with_the_shells_code(small_data, tmp_path, sig, code):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gptlib", "train", "start", *flags(small_data, run, max_steps=100_000,
+           checkpoint_every=100_000, eval_every=100_000, log_every=1)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(train_losses(run) if (run / "metrics.jsonl").exists() else []) < 3:
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert f"({sig.name})" in out and read_checkpoint_meta(list_checkpoints(run)[-1])["step"] >= 3
+
+
+@pytest.mark.parametrize("flag", ["--max-lr=inf", "--grad-clip=nan", "--weight-decay=nan", "--init-scale=nan",
+                                  "--min-lr=-1", "--beta2=1"])
+def test_numbers_that_would_train_nans_are_refused(small_data, tmp_path, flag):
+    name = flag[2:].split("=")[0].replace("-", "_")
+    one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run"), flag), name)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
+@pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu"])
+def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, device):
+    one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run"), f"--device={device}"), device)
+    assert gptlib("train", "start", *flags(small_data, tmp_path / "ok", max_steps=2)).returncode == 0
+    one_error_line(gptlib("sample", "--run", tmp_path / "ok", "--device", device), device)
+
+
+# --- where the run writes ---------------------------------------------------------------------------------------
+
+
+def test_out_that_is_a_file_is_one_error_line(small_data, tmp_path):
+    out = tmp_path / "notes.txt"
+    out.write_text("mine")
+    one_error_line(gptlib("train", "start", *flags(small_data, out)), str(out))
+    assert out.read_text() == "mine"
+
+
+def test_an_unwritable_run_folder_is_one_error_line(small_data, tmp_path):
+    patch = """
+        import os
+        real_mkdir = os.mkdir
+        def mkdir(path, *args, **kwargs):  # as on a read-only file system (root ignores permission bits)
+            if os.path.basename(str(path)) == "run":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_mkdir(path, *args, **kwargs)
+        os.mkdir = mkdir
+    """
+    one_error_line(with_patch(patch, "train", "start", *flags(small_data, tmp_path / "run")), "Permission denied")
+
+
+@pytest.mark.parametrize("what", ["state.pt", "model.safetensors"])
+def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_older_ones(small_data, tmp_path, what):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    before = {p.name: (p / "checkpoint.json").read_bytes() for p in list_checkpoints(run)}
+    patch = {
+        "state.pt": """
+            import errno, torch
+            def full(obj, path, *a, **k):
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            torch.save = full
+        """,
+        "model.safetensors": """
+            import safetensors.torch
+            from safetensors import SafetensorError
+            def full(*a, **k):
+                raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+            safetensors.torch.save_model = full
+        """,
+    }[what]
+    result = with_patch(patch, "train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
+    one_error_line(result, "No space left on device" if what == "state.pt" else "StorageFull")
+    assert {p.name: (p / "checkpoint.json").read_bytes() for p in list_checkpoints(run)} == before
+    assert not list((run / "checkpoints").glob(".*")), "the half-written checkpoint is removed"
+
+
+def test_a_second_writer_on_the_same_run_is_refused_and_a_dead_ones_lock_is_free(small_data, tmp_path):
+    run = tmp_path / "run"
+    endless = flags(small_data, run, max_steps=100_000, checkpoint_every=100_000, eval_every=100_000)
+    first = subprocess.Popen([sys.executable, "-m", "gptlib", "train", "start", *endless], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not ((run / "metrics.jsonl").exists() and train_losses(run)):
+            time.sleep(0.1)
+        one_error_line(gptlib("train", "start", *flags(small_data, run)), f"pid {first.pid}", "run folder")
+    finally:
+        first.kill()  # kill -9: the lock is never released by the process itself
+        first.wait()
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=4))
+    assert result.returncode == 0, result.stderr  # the kernel released the dead writer's lock
+    assert read_checkpoint_meta(list_checkpoints(run)[-1])["step"] == 4
