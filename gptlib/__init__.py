@@ -9,9 +9,13 @@ Modules:
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
 - `gptlib.files`: Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
+- `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches: windows of context + 1 tokens read from memory-mapped shards, shuffled by window index with a seeded permutation per epoch, sharded across ranks so that each sees its own windows, and a deterministic pass over a split for validation.
+- `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
+- `gptlib.optim`: The optimizer side of training: AdamW parameter groups (decay on matrices only), a warmup-cosine learning rate, gradient clipping, gradient accumulation, mixed precision (bf16 or fp16 autocast, a dynamic loss scaler, the choice made by measurement on a CPU), and model FLOPs utilization against a datasheet or measured peak.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
 - `gptlib.quality`: Reading what a model writes: how much of a sample is words and speaker names of the training text, and how much is artefact (runs of blank lines, letters stuttering).
-- `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop."""
+- `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
+- `gptlib.train`: The training loop: the run's configuration and presets, one optimizer step (micro-batches under autocast, the loss scaler, clipping), validation in bits per byte over the held-out split, what a checkpoint must hold to resume bit for bit, the loop that ties them together (also under torchrun), and sampling from the trained model."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.
 # Importing gptlib touches no disk, network or GPU.
