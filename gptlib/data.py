@@ -94,7 +94,7 @@ def metadata_text(name: str, token_size: int, n_tokens: int) -> str:
 
 # %% ../notebooks/02_data.ipynb #88e63479
 def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
-    """Consecutive documents grouped into shards, `[(first, end), ...]`, each closed at `shard_tokens` tokens or more."""
+    """Documents grouped into shards, `[(first, end), ...]`, each closed once it holds `shard_tokens` tokens."""
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive int, got {shard_tokens!r}")
     ranges, first, filled = [], 0, 0
@@ -140,7 +140,7 @@ def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype,
 # %% ../notebooks/02_data.ipynb #32317d3b
 @dataclass
 class DataConfig(Config):
-    """Everything `prepare` needs: the documents, the tokenizer, the output folder, and how to shuffle, split and cut."""
+    """Everything `prepare` needs: documents, tokenizer, output folder, and how to shuffle, split and cut."""
 
     corpus: str = opt("shakespeare", "shakespeare, shakespeare-folio, a folder of .txt, .jsonl, .parquet or hf:NAME")
     tokenizer: Path | None = opt(None, "a tokenizer folder (saved by Tokenizer.save)")
@@ -181,23 +181,23 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
         out.write(np.concatenate(framed).tobytes())
         return [len(tokens) for tokens in framed]
 
-    lengths, n_bytes, corpus_digest, previous = [], 0, new_sha256(), None
+    lengths, n_bytes, digest, previous = [], 0, new_sha256(), None
     with atomic_open(stream, durable=False) as out, ThreadPoolExecutor(max_workers=1) as ahead, \
             tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress) as bar:  # fmt: skip
         for docs in document_chunks(corpus, cfg.chunk_chars):  # read and hash chunk k while chunk k - 1 is tokenized
             for doc in docs:
                 text = doc.text.encode("utf-8")
-                corpus_digest.update(doc.name.encode("utf-8") + b"\0" + text + b"\0")
+                digest.update(doc.name.encode("utf-8") + b"\0" + text + b"\0")
                 n_bytes += len(text)
                 bar.update(len(text))
             lengths += previous.result() if previous is not None else []
             previous = ahead.submit(append_chunk, out, docs)
         lengths += previous.result()
-    summary = {"spec": corpus.describe, "n_documents": len(lengths), "n_bytes": n_bytes, "sha256": corpus_digest.hexdigest()}
+    summary = {"spec": corpus.describe, "n_documents": len(lengths), "n_bytes": n_bytes, "sha256": digest.hexdigest()}
     return np.array(lengths, dtype=np.int64), summary
 
 # %% ../notebooks/02_data.ipynb #e462e0c5
-def _write_splits(work: Path, stream: Path, lengths, split_ids: dict, tokenizer, dtype, shard_tokens: int, progress) -> dict:
+def _write_splits(work: Path, stream: Path, lengths, split_ids: dict, tokenizer, dtype, shard_tokens, progress) -> dict:
     """Pass 2: each split's shards in `work/<split>/`, in the order of `split_ids[split]`; returns their records."""
     from tqdm.auto import tqdm
 
@@ -221,7 +221,7 @@ def preparation_key(cfg: DataConfig, fingerprint: str, corpus_stamp: str) -> str
     return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())
 
 
-def new_manifest(work: Path, tokenizer, order: np.ndarray, splits: dict, *, framing: str, shuffle: dict, **fields) -> dict:
+def new_manifest(work: Path, tokenizer, order, splits: dict, *, framing: str, shuffle: dict, **fields) -> dict:
     """The manifest of the `splits` just written in `work`, after saving the document `order` there."""
     dtype = token_dtype(tokenizer.n_vocab)
     with atomic_open(work / PERMUTATION_NAME) as f:
@@ -383,7 +383,7 @@ def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) ->
     if tokenizer is not None:
         tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, Path) else tokenizer
         if not isinstance(tokenizer, (str, Tokenizer)):
-            raise TypeError(f"tokenizer must be a Tokenizer, a folder Path or a fingerprint str, not {type(tokenizer).__name__}")
+            raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {type(tokenizer).__name__}")
         fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
         if fingerprint != (expected := manifest["tokenizer"]["fingerprint"]):
             raise ShardError(f"tokenizer mismatch: the shards in {folder} were made by tokenizer {expected[:16]}…, this one "
@@ -442,8 +442,8 @@ class TokenSplit:
     @property
     def doc_ends(self) -> np.ndarray:
         """Cumulative document ends over the whole split (int64), from the shards' `.ds.index` files."""
-        ends = [np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + start for p, start in zip(self.paths, self.starts)]
+        ends = [np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a for p, a in zip(self.paths, self.starts)]
         return np.concatenate(ends)
 
     def __repr__(self) -> str:
-        return f"TokenSplit({self.folder}, {self.split!r}: {len(self):,d} {self.dtype.name} tokens, {len(self.paths)} shards)"
+        return f"TokenSplit({self.folder}, {self.split!r}: {len(self):,d} {self.dtype.name} tokens in {len(self.paths)} shards)"

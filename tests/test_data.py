@@ -405,7 +405,7 @@ def test_a_tokenizer_that_did_not_make_the_shards_is_refused(prepared, sources, 
     assert len(open_split(out, "train", sources / "tokenizer")) > 0, (
         "a tokenizer folder is loaded and checked"
     )
-    with pytest.raises(TypeError, match="fingerprint str"):
+    with pytest.raises(TypeError, match="its fingerprint"):
         open_split(out, "train", 42)
 
 
