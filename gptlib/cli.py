@@ -274,13 +274,15 @@ def _add_data(sub) -> None:
     export = verbs.add_parser("export", help="write nanoGPT train.bin/val.bin or llm.c .bin files")
     export.add_argument("--shards", type=Path, required=True, help="a folder made by `data prepare`")
     export.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the target format")
-    export.add_argument("--out", type=Path, required=True, help="the folder for the .bin files")
+    export.add_argument("--out", type=Path, required=True,
+                        help="the folder for the .bin files and gptlib-export.json (which tokenizer made them)")
     export.set_defaults(func=_data_export)
     imp = verbs.add_parser("import", help="turn nanoGPT or llm.c .bin files into a shard folder")
     imp.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the source format")
     imp.add_argument("--train", type=Path, required=True, help="the train .bin file")
     imp.add_argument("--val", type=Path, required=True, help="the val .bin file")
-    imp.add_argument("--tokenizer", type=Path, required=True, help="the tokenizer the files were made with")
+    imp.add_argument("--tokenizer", type=Path, required=True,
+                     help="the tokenizer the files were made with (checked: files of another tokenizer are refused)")
     imp.add_argument("--out", type=Path, required=True, help="the output shard folder")
     imp.add_argument("--shard-tokens", type=int, default=50_000_000, help="target tokens per shard file")
     imp.set_defaults(func=_data_import)

@@ -222,8 +222,12 @@ def _text_folder(folder: Path) -> Iterator[Document]:
 
 
 def _jsonl(path: Path, field: str) -> Iterator[Document]:
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
+    with open(path, "rb") as f:  # bytes, decoded line by line, so an error can name the line
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CorpusError(f"{path}:{line_no} is not valid UTF-8 (byte {e.start}: {e.reason}); convert it first") from e
             if not line.strip():
                 continue
             try:

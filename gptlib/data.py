@@ -5,14 +5,14 @@
 # %% ../notebooks/02_data.ipynb #d4cb0a3b
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import os
+import re
 import shutil
-from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +20,20 @@ import numpy as np
 from . import __version__
 from .config import Config, opt
 from .corpus import Corpus, Document, open_corpus
-from .files import (atomic_open, atomic_write, new_sha256, remove_stale_temporaries, rename, replace_folder,
-                          sha256_bytes, sha256_file)
+from .files import (FolderLock, atomic_open, atomic_write, new_sha256, read_json_document,
+                          remove_stale_temporaries, rename, replace_folder, sha256_bytes, sha256_file, write_json)
 from .tokenizer import Tokenizer
 
 # %% auto #0
 __all__ = ['FORMAT', 'FORMAT_VERSION', 'MANIFEST_NAME', 'PERMUTATION_NAME', 'SPLITS', 'SHARD_SUFFIXES', 'token_dtype', 'frame',
            'shuffle_documents', 'split_documents', 'ShardError', 'readable_count', 'tokenizer_name', 'metadata_text',
-           'plan_shards', 'file_record', 'write_shard', 'DataConfig', 'document_chunks', 'encode_documents',
-           'preparation_key', 'prepare', 'describe_tokenizer', 'publish', 'read_manifest', 'verify_split', 'TokenSplit',
-           'open_split']
+           'plan_shards', 'file_record', 'write_shard', 'DataConfig', 'document_chunks', 'preparation_key',
+           'new_manifest', 'prepare', 'refuse_strangers', 'publish', 'read_manifest', 'verify_split', 'open_split',
+           'TokenSplit']
 
 # %% ../notebooks/02_data.ipynb #1efc0f55
 def token_dtype(n_vocab: int) -> np.dtype:
-    """The on-disk dtype of token ids: little-endian uint16 when every id fits (n_vocab <= 65,536),
-    uint32 otherwise."""
+    """The on-disk dtype of token ids: little-endian uint16 when every id fits (n_vocab <= 65,536), else uint32."""
     if not isinstance(n_vocab, int) or isinstance(n_vocab, bool) or not 0 < n_vocab <= 2**32:
         raise ValueError(f"n_vocab must be an int in 1..2**32, got {n_vocab!r}")
     return np.dtype("<u2") if n_vocab <= 2**16 else np.dtype("<u4")
@@ -49,18 +48,12 @@ def frame(ids, bos_id: int, eos_id: int, dtype) -> np.ndarray:
 
 # %% ../notebooks/02_data.ipynb #4cacd50c
 def shuffle_documents(n_documents: int, seed: int) -> np.ndarray:
-    """The order documents are written in: a permutation of `0 .. n_documents-1` drawn by
-    `numpy.random.default_rng(seed)` (PCG64). Recorded in the manifest with its seed."""
-    if not isinstance(n_documents, int) or n_documents < 1:
-        raise ValueError(f"n_documents must be a positive int, got {n_documents!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    """The order documents are written in: a permutation of `0 .. n_documents-1` from PCG64 seeded with `seed`."""
     return np.random.default_rng(seed).permutation(n_documents).astype(np.int64)
 
 
 def split_documents(order: np.ndarray, val_fraction: float) -> dict[str, np.ndarray]:
-    """Split a document order into `{"train": ..., "val": ...}`: val is the first
-    `max(1, round(N * val_fraction))` documents of `order` (at least one, and at least one left for train)."""
+    """`{"train": ..., "val": ...}`: val is the first `max(1, round(N * val_fraction))` documents of `order`."""
     n = len(order)
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be strictly between 0 and 1, got {val_fraction!r}")
@@ -70,19 +63,16 @@ def split_documents(order: np.ndarray, val_fraction: float) -> dict[str, np.ndar
     return {"train": order[n_val:], "val": order[:n_val]}
 
 # %% ../notebooks/02_data.ipynb #9d86ae20
-FORMAT = "gptlib-shards"
-FORMAT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-PERMUTATION_NAME = "permutation.npy"
+FORMAT, FORMAT_VERSION = "gptlib-shards", 1
+MANIFEST_NAME, PERMUTATION_NAME = "manifest.json", "permutation.npy"
 SPLITS = ("train", "val")
 SHARD_SUFFIXES = (".ds", ".ds.index", ".ds.metadata")  # the three files of a shard, in writing order
 
 
 class ShardError(ValueError):
-    """Shards on disk that are missing, truncated, corrupted, of the wrong dtype, not described by a
-    valid manifest, or made by another tokenizer. The message names the file and the problem."""
+    """Shards missing, truncated, corrupted, badly described or made by another tokenizer: the message says which."""
 
-# %% ../notebooks/02_data.ipynb #81931217
+
 def readable_count(n: int, unit: str = "T") -> str:
     """`1234567` -> `'1.23 MT'`: three significant digits and an SI prefix, as DataTrove's metadata has it."""
     rounded = float(f"{n:.3g}")  # round first, so 999,999 becomes 1.00 M rather than 1000 k
@@ -99,14 +89,12 @@ def tokenizer_name(tokenizer) -> str:
 
 def metadata_text(name: str, token_size: int, n_tokens: int) -> str:
     """The content of a `.ds.metadata` file (DataTrove's three lines, no final newline)."""
-    if "|" in name or "\n" in name:
-        raise ValueError(f"a tokenizer name for .ds.metadata cannot contain '|' or a newline: {name!r}")
+    assert "|" not in name and "\n" not in name, f"a .ds.metadata tokenizer name has no '|' or newline: {name!r}"
     return f"{name}|{token_size}\n{n_tokens}\n{readable_count(n_tokens)}"
 
 # %% ../notebooks/02_data.ipynb #88e63479
 def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
-    """Group consecutive documents (by their token lengths) into shards: `[(first, end), ...]` document
-    ranges, each closed once it holds at least `shard_tokens` tokens."""
+    """Documents grouped into shards, `[(first, end), ...]`, each closed once it holds `shard_tokens` tokens."""
     if not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ValueError(f"shard_tokens must be a positive int, got {shard_tokens!r}")
     ranges, first, filled = [], 0, 0
@@ -115,57 +103,44 @@ def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
         if filled >= shard_tokens:
             ranges.append((first, i + 1))
             first, filled = i + 1, 0
-    if first < len(lengths):
-        ranges.append((first, len(lengths)))
-    return ranges
+    return ranges + [(first, len(lengths))] if first < len(lengths) else ranges
 
 
 def file_record(folder: Path, path: Path, sha256: str | None = None) -> dict:
-    return {
-        "path": path.relative_to(folder).as_posix(),
-        "bytes": path.stat().st_size,
-        "sha256": sha256 or sha256_file(path),
-    }
+    """A file's entry in the manifest: its path relative to `folder`, its size and its sha256."""
+    return {"path": path.relative_to(folder).as_posix(), "bytes": path.stat().st_size, "sha256": sha256 or sha256_file(path)}
 
 
-def _copy_document(out, digest, tokens: np.ndarray) -> None:
-    """Append one document's tokens to an open shard file and to its running checksum."""
+def _copy_document(out, digest, tokens: np.ndarray) -> None:  # one document to an open file and its running checksum
     data = memoryview(np.ascontiguousarray(tokens)).cast("B")
     out.write(data)
     digest.update(data)
 
 
-def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype, tok_name: str,
-                root: Path | None = None) -> dict:  # fmt: skip
-    """Write `documents` (1-D token arrays of `dtype`) as the shard `folder/name.ds` (+ `.ds.index`,
-    `.ds.metadata`), each file atomically, the metadata last. Returns the shard's manifest record, with
-    paths relative to `root` (default `folder`)."""
+def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype, tok_name: str, root=None) -> dict:
+    """Write the shard `folder/name.ds` (+ `.index`, `.metadata`); its record's paths are relative to `root`."""
     folder, dtype = Path(folder), np.dtype(dtype)
-    root = Path(root) if root is not None else folder
     folder.mkdir(parents=True, exist_ok=True)
     ends, n_tokens, digest = [], 0, new_sha256()
-    tokens_path = folder / f"{name}.ds"
-    with atomic_open(tokens_path) as f:
+    with atomic_open(folder / f"{name}.ds") as f:
         for tokens in documents:
             if tokens.dtype != dtype or tokens.ndim != 1 or len(tokens) == 0:
                 raise ValueError(f"documents must be non-empty 1-D {dtype} arrays, got {tokens.dtype} {tokens.shape}")
             _copy_document(f, digest, tokens)
             n_tokens += len(tokens)
             ends.append(n_tokens)
-    if not ends:
-        tokens_path.unlink()
-        raise ValueError(f"shard {name} would hold no document")
+        if not ends:
+            raise ValueError(f"shard {name} would hold no document")
     atomic_write(folder / f"{name}.ds.index", np.asarray(ends, dtype="<u8").tobytes())
     atomic_write(folder / f"{name}.ds.metadata", metadata_text(tok_name, dtype.itemsize, n_tokens).encode())
-    files = [file_record(root, tokens_path, digest.hexdigest())]
-    files += [file_record(root, folder / f"{name}{suffix}") for suffix in SHARD_SUFFIXES[1:]]
+    root, (tokens_path, *others) = Path(root or folder), [folder / f"{name}{suffix}" for suffix in SHARD_SUFFIXES]
+    files = [file_record(root, tokens_path, digest.hexdigest())] + [file_record(root, p) for p in others]
     return {"name": name, "n_tokens": n_tokens, "n_documents": len(ends), "files": files}
 
 # %% ../notebooks/02_data.ipynb #32317d3b
 @dataclass
 class DataConfig(Config):
-    """Everything `prepare` needs: where the documents and the tokenizer come from, where the shards go,
-    and how they are shuffled, split and cut."""
+    """Everything `prepare` needs: documents, tokenizer, output folder, and how to shuffle, split and cut."""
 
     corpus: str = opt("shakespeare", "shakespeare, shakespeare-folio, a folder of .txt, .jsonl, .parquet or hf:NAME")
     tokenizer: Path | None = opt(None, "a tokenizer folder (saved by Tokenizer.save)")
@@ -184,8 +159,7 @@ class DataConfig(Config):
 
 # %% ../notebooks/02_data.ipynb #33505ef1
 def document_chunks(documents: Iterable[Document], chunk_chars: int) -> Iterator[list[Document]]:
-    """Consecutive documents grouped into lists of at least `chunk_chars` characters (the last may be
-    shorter): the unit of tokenization, and of memory."""
+    """Consecutive documents grouped into lists of at least `chunk_chars` characters (the last may be shorter)."""
     chunk, size = [], 0
     for doc in documents:
         chunk.append(doc)
@@ -197,279 +171,177 @@ def document_chunks(documents: Iterable[Document], chunk_chars: int) -> Iterator
         yield chunk
 
 
-def encode_documents(tokenizer, texts: list[str], dtype, workers: int | None = None) -> list[np.ndarray]:
-    """Tokenize texts with the tokenizer's batch path (worker processes, fast path) and frame each one."""
-    ids = tokenizer.encode_batch(texts, workers=workers)
-    return [frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype) for one in ids]
-
-
-def _write_chunk(stream: Path, k: int, ids: list[list[int]], tokenizer, dtype) -> np.ndarray:
-    """Frame one chunk's token ids and write its stream file, then its JSON record (lengths, sha256)."""
-    digest, lengths = new_sha256(), []
-    with atomic_open(stream / f"chunk_{k:06d}.tok", durable=False) as f:
-        for one in ids:
-            tokens = frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype)
-            _copy_document(f, digest, tokens)
-            lengths.append(len(tokens))
-    record = {"lengths": lengths, "sha256": digest.hexdigest()}
-    atomic_write(stream / f"chunk_{k:06d}.json", json.dumps(record).encode(), durable=False)
-    return np.array(lengths, dtype=np.int64)
-
-
 def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataConfig, progress: bool):
-    """Pass 1: write (or reuse) one stream file per chunk of documents. Returns the document lengths,
-    the chunk of every document and the corpus summary for the manifest.
-
-    The tokenizer runs one chunk ahead in a background thread (tiktoken releases the GIL), so reading,
-    framing, hashing and writing chunk k overlap with tokenizing chunk k + 1: two chunks in memory."""
+    """Pass 1: every document, framed, into the `stream` file. Returns their lengths and the corpus's summary."""
     from tqdm.auto import tqdm
 
-    stream.mkdir(parents=True, exist_ok=True)
-    lengths, chunk_of, n_bytes, corpus_digest = [], [], 0, new_sha256()
-    bar = tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress)
-    pending = deque()  # (k, documents, bytes, lengths of a reused chunk or the future of its ids)
+    def append_chunk(out, docs: list[Document]) -> list[int]:  # in the background thread
+        ids = tokenizer.encode_batch([d.text for d in docs], workers=cfg.workers)
+        framed = [frame(one, tokenizer.bos_id, tokenizer.eos_id, dtype) for one in ids]
+        out.write(np.concatenate(framed).tobytes())
+        return [len(tokens) for tokens in framed]
 
-    def finish_oldest():
-        k, n_docs, chunk_bytes, work = pending.popleft()
-        chunk_lengths = work if isinstance(work, np.ndarray) else _write_chunk(stream, k, work.result(), tokenizer, dtype)
-        assert len(chunk_lengths) == n_docs, f"chunk {k}: {len(chunk_lengths)} lengths for {n_docs} documents"
-        lengths.append(chunk_lengths)
-        chunk_of.append(np.full(n_docs, k, dtype=np.int64))
-        bar.update(chunk_bytes)
-
-    with ThreadPoolExecutor(max_workers=1) as ahead:
-        for k, chunk in enumerate(document_chunks(corpus, cfg.chunk_chars)):
-            chunk_bytes = 0
-            for doc in chunk:
-                encoded = doc.text.encode("utf-8")
-                corpus_digest.update(doc.name.encode("utf-8") + b"\0" + encoded + b"\0")
-                chunk_bytes += len(encoded)
-            n_bytes += chunk_bytes
-            work = _finished_chunk(stream / f"chunk_{k:06d}.json", stream / f"chunk_{k:06d}.tok", len(chunk), dtype)
-            if work is None:
-                work = ahead.submit(tokenizer.encode_batch, [doc.text for doc in chunk], workers=cfg.workers)
-            pending.append((k, len(chunk), chunk_bytes, work))
-            if len(pending) > 1:
-                finish_oldest()
-        while pending:
-            finish_oldest()
-    bar.close()
-    summary = {"spec": corpus.describe, "n_documents": int(sum(map(len, lengths))), "n_bytes": n_bytes,
-               "sha256": corpus_digest.hexdigest()}  # fmt: skip
-    return np.concatenate(lengths), np.concatenate(chunk_of), summary
-
-
-def _finished_chunk(done: Path, tokens_path: Path, n_documents: int, dtype) -> np.ndarray | None:
-    """The lengths of a stream chunk an earlier run finished and whose checksum still matches, or None
-    when it must be (re)done."""
-    if not done.is_file() or not tokens_path.is_file():
-        return None
-    try:
-        record = json.loads(done.read_text(encoding="utf-8"))
-        lengths = np.array(record["lengths"], dtype=np.int64)
-        expected = str(record["sha256"])
-    except (ValueError, KeyError, TypeError, OSError):
-        return None
-    if len(lengths) != n_documents or tokens_path.stat().st_size != int(lengths.sum()) * np.dtype(dtype).itemsize:
-        return None
-    return lengths if sha256_file(tokens_path) == expected else None
+    lengths, n_bytes, digest, previous = [], 0, new_sha256(), None
+    with atomic_open(stream, durable=False) as out, ThreadPoolExecutor(max_workers=1) as ahead, \
+            tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress) as bar:  # fmt: skip
+        for docs in document_chunks(corpus, cfg.chunk_chars):  # read and hash chunk k while chunk k - 1 is tokenized
+            for doc in docs:
+                text = doc.text.encode("utf-8")
+                digest.update(doc.name.encode("utf-8") + b"\0" + text + b"\0")
+                n_bytes += len(text)
+                bar.update(len(text))
+            lengths += previous.result() if previous is not None else []
+            previous = ahead.submit(append_chunk, out, docs)
+        lengths += previous.result()
+    summary = {"spec": corpus.describe, "n_documents": len(lengths), "n_bytes": n_bytes, "sha256": digest.hexdigest()}
+    return np.array(lengths, dtype=np.int64), summary
 
 # %% ../notebooks/02_data.ipynb #e462e0c5
-def _stream_reader(stream: Path, lengths: np.ndarray, chunk_of: np.ndarray, dtype):
-    """`tokens_of(i)`: document i's framed tokens, a view into its memory-mapped stream chunk."""
-    n_chunks = int(chunk_of[-1]) + 1
-    maps = [np.memmap(stream / f"chunk_{k:06d}.tok", dtype=dtype, mode="r").view(np.ndarray) for k in range(n_chunks)]
-    ends = np.cumsum(lengths)
-    chunk_first = np.searchsorted(chunk_of, np.arange(n_chunks))  # first document of each chunk
-    chunk_start = np.concatenate([[0], ends])[chunk_first]  # stream offset of each chunk
-    starts_in_chunk = ends - lengths - chunk_start[chunk_of]
+def _write_splits(work: Path, stream: Path, lengths, split_ids: dict, tokenizer, dtype, shard_tokens, progress) -> dict:
+    """Pass 2: each split's shards in `work/<split>/`, in the order of `split_ids[split]`; returns their records."""
+    from tqdm.auto import tqdm
 
-    def tokens_of(i: int) -> np.ndarray:
-        start = int(starts_in_chunk[i])
-        return maps[int(chunk_of[i])][start : start + int(lengths[i])]
-
-    return tokens_of
-
-
-def _write_split(folder: Path, split: str, doc_ids: np.ndarray, lengths: np.ndarray, tokens_of, dtype,
-                 tok_name: str, shard_tokens: int, bar) -> list[dict]:  # fmt: skip
-    """Write (or reuse) the shards of one split in `folder/split/`, documents in the order of `doc_ids`."""
-    records = []
-    for s, (first, end) in enumerate(plan_shards(lengths[doc_ids], shard_tokens)):
-        name, ids = f"{split}_{s:05d}", doc_ids[first:end]
-        expected = int(lengths[ids].sum())
-        record = _finished_shard(folder, split, name, len(ids), expected, dtype)
-        if record is None:
-            record = write_shard(folder / split, name, (tokens_of(i) for i in ids), dtype, tok_name, root=folder)
-        bar.update(expected)
-        records.append(record)
-    return records
-
-
-def _finished_shard(folder: Path, split: str, name: str, n_documents: int, n_tokens: int, dtype) -> dict | None:
-    """The record of a shard an interrupted run finished (all three files renamed into place, sizes
-    right), or None when it must be written."""
-    paths = [folder / split / f"{name}{suffix}" for suffix in SHARD_SUFFIXES]
-    if not all(p.is_file() for p in paths):
-        return None
-    if paths[0].stat().st_size != n_tokens * np.dtype(dtype).itemsize or paths[1].stat().st_size != 8 * n_documents:
-        return None
-    return {"name": name, "n_tokens": n_tokens, "n_documents": n_documents,
-            "files": [file_record(folder, p) for p in paths]}  # fmt: skip
+    tokens, starts = np.memmap(stream, dtype=dtype, mode="r"), np.cumsum(lengths) - lengths
+    name, splits = tokenizer_name(tokenizer), {}
+    with tqdm(desc="write shards", total=int(lengths.sum()), unit="tok", unit_scale=True, disable=not progress) as bar:
+        for split, ids in split_ids.items():
+            records = []
+            for s, (first, end) in enumerate(plan_shards(lengths[ids], shard_tokens)):
+                documents = (tokens[starts[i] : starts[i] + lengths[i]] for i in ids[first:end])
+                records.append(write_shard(work / split, f"{split}_{s:05d}", documents, dtype, name, root=work))
+                bar.update(records[-1]["n_tokens"])
+            splits[split] = {"n_tokens": sum(r["n_tokens"] for r in records), "n_documents": len(ids), "shards": records}
+    return splits
 
 # %% ../notebooks/02_data.ipynb #13560faf
-def _load_tokenizer(tokenizer) -> Tokenizer:
-    if isinstance(tokenizer, Tokenizer):
-        return tokenizer
-    return Tokenizer.load(Path(tokenizer))
-
-
 def preparation_key(cfg: DataConfig, fingerprint: str, corpus_stamp: str) -> str:
-    """sha256 of every input the shards depend on: the settings, the tokenizer's fingerprint and the corpus's
-    stamp (`Corpus.stamp()`: its files' sizes and times), so an edited corpus is prepared again."""
-    inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "corpus_stamp": corpus_stamp,
-              "tokenizer": fingerprint, "seed": cfg.seed, "val_fraction": cfg.val_fraction,
-              "shard_tokens": cfg.shard_tokens}  # fmt: skip
+    """sha256 of every input the shards depend on (an edited corpus changes its stamp, so its key)."""
+    inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "corpus_stamp": corpus_stamp, "tokenizer": fingerprint,
+              "seed": cfg.seed, "val_fraction": cfg.val_fraction, "shard_tokens": cfg.shard_tokens}  # fmt: skip
     return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())
+
+
+def new_manifest(work: Path, tokenizer, order, splits: dict, *, framing: str, shuffle: dict, **fields) -> dict:
+    """The manifest of the `splits` just written in `work`, after saving the document `order` there."""
+    dtype = token_dtype(tokenizer.n_vocab)
+    with atomic_open(work / PERMUTATION_NAME) as f:
+        np.save(f, order, allow_pickle=False)
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "created_by": f"gptlib {__version__}", **fields,
+        "tokenizer": {"name": tokenizer_name(tokenizer), "fingerprint": tokenizer.fingerprint(),
+                      "n_vocab": tokenizer.n_vocab, "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id},
+        "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": framing},
+        "shuffle": {**shuffle, "file": file_record(work, work / PERMUTATION_NAME)},
+        "splits": splits,
+    }  # fmt: skip
 
 
 def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | None = None) -> dict:
     """Documents of `cfg.corpus` -> framed, shuffled, split token shards in `cfg.out`; returns the manifest.
-
-    A folder already prepared from the same inputs is verified and reused; a run interrupted before
-    reuses its finished chunks and shards. `tokenizer` (optional) is an already loaded `cfg.tokenizer`."""
-    tok = tokenizer if tokenizer is not None else _load_tokenizer(cfg.tokenizer)
-    dtype, fingerprint = token_dtype(tok.n_vocab), tok.fingerprint()
-    corpus = open_corpus(cfg.corpus)
-    key = preparation_key(cfg, fingerprint, corpus.stamp())
-    out = cfg.out
-    reusable = _reusable_manifest(out, key)
-    if reusable is not None:
-        return reusable
-
-    from tqdm.auto import tqdm
-
-    work = out / f".work-{key[:16]}"
-    remove_stale_temporaries(work, recursive=True)  # files a killed run was writing
-    lengths, chunk_of, corpus_summary = _tokenize_stream(
-        corpus, tok, dtype, work / f"stream-{cfg.chunk_chars}", cfg, progress
-    )
-    order = shuffle_documents(len(lengths), cfg.seed)
-    split_ids = split_documents(order, cfg.val_fraction)
-    tokens_of = _stream_reader(work / f"stream-{cfg.chunk_chars}", lengths, chunk_of, dtype)
-    name = tokenizer_name(tok)
-    splits = {}
-    with tqdm(desc="write shards", total=int(lengths.sum()), unit="tok", unit_scale=True, disable=not progress) as bar:
-        for split in SPLITS:
-            records = _write_split(work, split, split_ids[split], lengths, tokens_of, dtype, name, cfg.shard_tokens, bar)
-            splits[split] = {"n_tokens": sum(r["n_tokens"] for r in records), "n_documents": len(split_ids[split]),
-                             "shards": records}  # fmt: skip
-    del tokens_of  # release the stream memory maps before removing the work folder
-    with atomic_open(work / PERMUTATION_NAME) as f:
-        np.save(f, order, allow_pickle=False)
-    manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "created_by": f"gptlib {__version__}",
-        "key": key,
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "corpus": corpus_summary,
-        "tokenizer": describe_tokenizer(tok),
-        "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": "<|bos|> document <|eos|>"},
-        "shuffle": {"generator": "numpy.random.default_rng(seed).permutation (PCG64)", "seed": cfg.seed,
-                    "file": file_record(work, work / PERMUTATION_NAME)},  # fmt: skip
-        "split": {"val_fraction": cfg.val_fraction,
-                  "rule": "val = the first max(1, round(N * val_fraction)) documents of the permutation, train = the rest",
-                  "n_val_documents": len(split_ids["val"])},  # fmt: skip
-        "shard_tokens": cfg.shard_tokens,
-        "splits": splits,
-    }
-    publish(work, out, manifest)
+    `tokenizer`, when given, is `cfg.tokenizer` already loaded."""
+    tok = tokenizer if tokenizer is not None else Tokenizer.load(cfg.tokenizer)
+    corpus, dtype = open_corpus(cfg.corpus), token_dtype(tok.n_vocab)
+    key = preparation_key(cfg, tok.fingerprint(), corpus.stamp())
+    with contextlib.suppress(ShardError):  # no manifest, another one, or a damaged folder: prepared again
+        manifest = read_manifest(cfg.out)
+        if manifest.get("key") == key and all(verify_split(cfg.out, manifest, split) for split in SPLITS):
+            return manifest
+    refuse_strangers(cfg.out)
+    with FolderLock(cfg.out, "shard folder"):  # one writer at a time; a killed one leaves it free
+        work = cfg.out / f".work-{key[:16]}"
+        shutil.rmtree(work, ignore_errors=True)  # what a killed run left: gptlib's, and this process holds the lock
+        work.mkdir()
+        lengths, corpus_summary = _tokenize_stream(corpus, tok, dtype, work / "stream.tok", cfg, progress)
+        order = shuffle_documents(len(lengths), cfg.seed)
+        split_ids = split_documents(order, cfg.val_fraction)
+        splits = _write_splits(work, work / "stream.tok", lengths, split_ids, tok, dtype, cfg.shard_tokens, progress)
+        manifest = new_manifest(
+            work, tok, order, splits, framing="<|bos|> document <|eos|>", key=key, config=cfg.to_dict(), corpus=corpus_summary,
+            shuffle={"generator": "numpy.random.default_rng(seed).permutation (PCG64)", "seed": cfg.seed},
+            split={"val_fraction": cfg.val_fraction, "n_val_documents": len(split_ids["val"]),
+                   "rule": "val = the first max(1, round(N * val_fraction)) documents of the permutation, train = the rest"},
+            shard_tokens=cfg.shard_tokens,
+        )  # fmt: skip
+        publish(work, cfg.out, manifest)
     return manifest
 
+# %% ../notebooks/02_data.ipynb #strangers
+_WORK_FOLDER = re.compile(r"\.work-([0-9a-f]{16}|import)")  # where a preparation (or an import) builds its splits
+_OWN_NAME = re.compile(rf"manifest\.json|permutation\.npy|train|val|\.lock|{_WORK_FOLDER.pattern}"
+                       r"|\.(manifest\.json|permutation\.npy|train|val)\.tmp-\d+-[0-9a-f]{8}")  # ... or a temporary name
 
-def describe_tokenizer(tok) -> dict:
-    return {"name": tokenizer_name(tok), "fingerprint": tok.fingerprint(), "n_vocab": tok.n_vocab,
-            "bos_id": tok.bos_id, "eos_id": tok.eos_id}  # fmt: skip
 
-# %% ../notebooks/02_data.ipynb #3d201a98
+def refuse_strangers(out: Path) -> None:
+    """Refuse (`ShardError`, naming them) to write into `out` while it holds what gptlib did not write there."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder")
+    found, manifest = [], None
+    try:
+        manifest = read_manifest(out) if (out / MANIFEST_NAME).exists() else None
+    except ShardError:  # a manifest gptlib cannot read is not its own to replace
+        found.append(MANIFEST_NAME)
+    recorded = {f["path"] for s in SPLITS for sh in manifest["splits"][s]["shards"] for f in sh["files"]} if manifest else ()
+    if not manifest and out.exists():
+        found += [p.name for p in sorted(out.iterdir()) if not _OWN_NAME.fullmatch(p.name)]
+    for split in SPLITS:  # (a file named like a split folder is refused by replace_folder, without harm)
+        folder = out / split
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            name = f"{split}/{path.name}"
+            ours = name in recorded if manifest else re.fullmatch(rf"{split}_\d{{5,}}\.ds(\.index|\.metadata)?", path.name)
+            if not (ours and path.is_file()):
+                found.append(name)
+    if found:
+        listed = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
+        raise ShardError(f"refusing to write shards into {out}: it holds files gptlib did not write ({listed}); "
+                         "move them away or choose another folder")
+
+
 def publish(work: Path, out: Path, manifest: dict) -> None:
-    """Move the finished splits from the work folder into `out`, then write the manifest (last)."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Move the finished splits from `work` into `out`, write the manifest (last), remove the work folders."""
+    refuse_strangers(out)  # again: files may have appeared while the shards were being written
     (out / MANIFEST_NAME).unlink(missing_ok=True)
     for split in SPLITS:
-        target = out / split
-        if target.exists():
-            strangers = [p.name for p in target.iterdir() if not p.name.startswith(f"{split}_")]
-            if strangers:
-                raise ShardError(f"refusing to replace {target}: it holds files that are not shards ({strangers[:3]})")
-        replace_folder(work / split, target)
+        replace_folder(work / split, out / split)
     rename(work / PERMUTATION_NAME, out / PERMUTATION_NAME)
-    atomic_write(out / MANIFEST_NAME, (json.dumps(manifest, indent=1) + "\n").encode())
-    shutil.rmtree(work)
-
-
-def _reusable_manifest(out: Path, key: str) -> dict | None:
-    """The manifest of `out` when it was prepared from the same inputs and every file verifies."""
-    if not (out / MANIFEST_NAME).is_file():
-        return None
-    try:
-        manifest = read_manifest(out)
-        if manifest.get("key") != key:
-            return None
-        for split in SPLITS:
-            verify_split(out, manifest, split, checksums=True)
-    except ShardError:
-        return None
-    return manifest
+    write_json(out / MANIFEST_NAME, manifest)
+    for work_folder in [p for p in out.iterdir() if _WORK_FOLDER.fullmatch(p.name)]:
+        shutil.rmtree(work_folder, ignore_errors=True)
+    remove_stale_temporaries(out)  # e.g. an old split folder a killed run had moved aside
 
 # %% ../notebooks/02_data.ipynb #4e4062e9
-_VERIFIED: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 already checked in this process
-
-
 def read_manifest(folder) -> dict:
     """The validated manifest of a shard folder; `ShardError` naming the problem otherwise."""
     path = Path(folder) / MANIFEST_NAME
     if not path.is_file():
-        raise ShardError(
-            f"no {MANIFEST_NAME} in {folder}: it was never prepared, or its preparation was interrupted "
-            "(run prepare again; it reuses the finished work)"
-        )
+        raise ShardError(f"no {MANIFEST_NAME} in {folder}: it was never prepared, or its preparation did not finish")
+    manifest = read_json_document(path, format=FORMAT, version=FORMAT_VERSION, version_key="format_version",
+                                  required=("tokenizer", "tokens", "splits"), error=ShardError, what="manifest")  # fmt: skip
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ShardError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ShardError(f"{path} is not a {FORMAT} manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ShardError(f"{path} has format_version {manifest.get('format_version')!r}; this gptlib reads {FORMAT_VERSION}")
-    try:
-        tokens, tokenizer = manifest["tokens"], manifest["tokenizer"]
-        dtype = np.dtype(tokens["dtype"])
-        if dtype not in (np.uint16, np.uint32) or tokens["token_size"] != dtype.itemsize:
-            raise ShardError(f"{path}: unsupported token dtype {tokens['dtype']!r} / size {tokens['token_size']!r}")
-        if not isinstance(tokenizer["fingerprint"], str) or token_dtype(tokenizer["n_vocab"]) != dtype:
-            raise ShardError(f"{path}: tokenizer n_vocab {tokenizer['n_vocab']!r} does not fit dtype {dtype.name}")
-        for split in SPLITS:
-            entry = manifest["splits"][split]
-            if not entry["shards"]:
-                raise ShardError(f"{path}: split {split!r} has no shard")
-            for shard in entry["shards"]:
-                names = [f["path"].rsplit("/", 1)[-1] for f in shard["files"]]
-                if names != [shard["name"] + s for s in SHARD_SUFFIXES] or shard["n_tokens"] < 1:
-                    raise ShardError(f"{path}: malformed record for shard {shard.get('name')!r}")
-                for f in shard["files"]:
-                    if Path(f["path"]).is_absolute() or ".." in Path(f["path"]).parts:
-                        raise ShardError(f"{path}: shard path {f['path']!r} leaves the folder")
-                    if not isinstance(f["bytes"], int) or not isinstance(f["sha256"], str):
-                        raise ShardError(f"{path}: bad size or checksum for {f['path']!r}")
-            if sum(s["n_tokens"] for s in entry["shards"]) != entry["n_tokens"]:
-                raise ShardError(f"{path}: split {split!r} token count disagrees with its shards")
+        problem = _manifest_problem(manifest)
     except (KeyError, TypeError, ValueError) as e:
-        if isinstance(e, ShardError):
-            raise
-        raise ShardError(f"{path} is malformed: missing or bad field ({type(e).__name__}: {e})") from e
+        problem = f"missing or bad field ({type(e).__name__}: {e})"
+    if problem:
+        raise ShardError(f"{path} is malformed: {problem}")
     return manifest
+
+
+def _manifest_problem(manifest: dict) -> str | None:
+    dtype, tokenizer = np.dtype(manifest["tokens"]["dtype"]), manifest["tokenizer"]
+    if manifest["tokens"]["token_size"] != dtype.itemsize or token_dtype(tokenizer["n_vocab"]) != dtype:
+        return f"tokens of {dtype.name} do not fit a tokenizer of {tokenizer['n_vocab']} ids"
+    for split in SPLITS:
+        entry, name = manifest["splits"][split], re.compile(rf"{split}_\d{{5,}}")
+        for shard in entry["shards"]:
+            paths = [f"{split}/{shard['name']}{suffix}" for suffix in SHARD_SUFFIXES]
+            typed = all(isinstance(f["bytes"], int) and isinstance(f["sha256"], str) for f in shard["files"])
+            if not (name.fullmatch(shard["name"]) and [f["path"] for f in shard["files"]] == paths and typed):
+                return f"bad record for shard {shard.get('name')!r}"
+        if not entry["shards"] or sum(s["n_tokens"] for s in entry["shards"]) != entry["n_tokens"]:
+            return f"split {split!r} has no shard, or a token count that disagrees with its shards"
+    return None if isinstance(tokenizer["fingerprint"], str) else "the tokenizer has no fingerprint"
+
+# %% ../notebooks/02_data.ipynb #verify
+_VERIFIED: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 already checked in this process
 
 
 def _check_file(folder: Path, record: dict, checksums: bool) -> Path:
@@ -480,65 +352,64 @@ def _check_file(folder: Path, record: dict, checksums: bool) -> Path:
     if stat.st_size != record["bytes"]:
         kind = "truncated" if stat.st_size < record["bytes"] else "longer than recorded"
         raise ShardError(f"{path} is {kind}: {stat.st_size:,d} bytes, the manifest says {record['bytes']:,d}")
-    if checksums:
-        seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        if _VERIFIED.get(seen) != record["sha256"]:
-            actual = sha256_file(path)
-            if actual != record["sha256"]:
-                raise ShardError(f"{path} is corrupted: sha256 {actual[:16]}…, the manifest says {record['sha256'][:16]}…")
-            _VERIFIED[seen] = actual
+    seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if checksums and _VERIFIED.get(seen) != record["sha256"]:
+        actual = sha256_file(path)
+        if actual != record["sha256"]:
+            raise ShardError(f"{path} is corrupted: sha256 {actual[:16]}…, the manifest says {record['sha256'][:16]}…")
+        _VERIFIED[seen] = actual
     return path
 
 
 def verify_split(folder, manifest: dict, split: str, checksums: bool = True) -> list[dict]:
     """Check every shard file of `split` against the manifest; return its shard records."""
-    folder = Path(folder)
+    folder, dtype = Path(folder), np.dtype(manifest["tokens"]["dtype"])
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    dtype = np.dtype(manifest["tokens"]["dtype"])
     shards = manifest["splits"][split]["shards"]
     for shard in shards:
-        tokens_path, index_path, meta_path = (_check_file(folder, f, checksums) for f in shard["files"])
-        if tokens_path.stat().st_size != shard["n_tokens"] * dtype.itemsize:
-            raise ShardError(
-                f"{tokens_path} holds {tokens_path.stat().st_size:,d} bytes, not {shard['n_tokens']:,d} tokens of "
-                f"{dtype.name}: wrong dtype or wrong token count"
-            )
-        if index_path.stat().st_size != 8 * shard["n_documents"]:
-            raise ShardError(f"{index_path} does not hold {shard['n_documents']} uint64 document ends")
-        try:
-            first_line = (meta_path.read_text(encoding="utf-8").splitlines() or [""])[0]
-        except UnicodeDecodeError as e:
-            raise ShardError(f"{meta_path} is not text: {e}") from e
-        size = first_line.rsplit("|", 1)[-1]
-        if size != str(dtype.itemsize):
-            raise ShardError(f"{meta_path} says token size {size!r}, the manifest's dtype is {dtype.name} ({dtype.itemsize})")
+        tokens, index, _ = (_check_file(folder, f, checksums) for f in shard["files"])
+        if tokens.stat().st_size != shard["n_tokens"] * dtype.itemsize:
+            size = tokens.stat().st_size
+            raise ShardError(f"{tokens} holds {size:,d} bytes, not {shard['n_tokens']:,d} {dtype.name} tokens: wrong dtype")
+        if index.stat().st_size != 8 * shard["n_documents"]:
+            raise ShardError(f"{index} does not hold {shard['n_documents']} uint64 document ends")
     return shards
+
+
+def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) -> TokenSplit:
+    """The verified tokens of `split`; `tokenizer` (a Tokenizer, its folder or its fingerprint) must have made them."""
+    manifest = read_manifest(folder)
+    if tokenizer is not None:
+        tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, Path) else tokenizer
+        if not isinstance(tokenizer, (str, Tokenizer)):
+            raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {type(tokenizer).__name__}")
+        fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
+        if fingerprint != (expected := manifest["tokenizer"]["fingerprint"]):
+            raise ShardError(f"tokenizer mismatch: the shards in {folder} were made by tokenizer {expected[:16]}…, this one "
+                             f"is {fingerprint[:16]}…; prepare the shards again with this tokenizer")
+    verify_split(folder, manifest, split, checksums=checksums)
+    return TokenSplit(folder, manifest, split)
 
 # %% ../notebooks/02_data.ipynb #7df14f43
 class TokenSplit:
-    """The tokens of one split: its shards memory-mapped and seen as one 1-D sequence of length n.
-
-    Supports `len`, integer and slice indexing (`split[a:b]` is a view when it lies in one shard),
-    `document(i)`, `doc_ends` and `np.asarray(split)` (which does read everything: small splits only)."""
+    """The tokens of one split: its shards memory-mapped and seen as one 1-D sequence of length n, with
+    `len`, `split[i]`, `split[a:b]`, `read(a, b)`, `doc_ends` and `np.asarray(split)` (small splits only)."""
 
     def __init__(self, folder, manifest: dict, split: str):
         self.folder, self.split = Path(folder), split
-        self.manifest = manifest
         self.dtype = np.dtype(manifest["tokens"]["dtype"])
-        shards = manifest["splits"][split]["shards"]
-        self.paths = [self.folder / s["files"][0]["path"] for s in shards]
-        self.index_paths = [self.folder / s["files"][1]["path"] for s in shards]
-        self.starts = np.concatenate([[0], np.cumsum([s["n_tokens"] for s in shards])]).astype(np.int64)
+        records = manifest["splits"][split]["shards"]
+        self.paths = [self.folder / s["files"][0]["path"] for s in records]
+        self.starts = np.cumsum([0] + [s["n_tokens"] for s in records], dtype=np.int64)  # S + 1 offsets
         self._maps = None
-        self._doc_ends = None
 
-    def __getstate__(self):
-        return {**self.__dict__, "_maps": None, "_doc_ends": None}
+    def __getstate__(self):  # a worker process gets the file names and maps them itself
+        return {**self.__dict__, "_maps": None}
 
     @property
     def shards(self) -> list[np.ndarray]:
-        """One read-only memory-mapped array per shard, opened on first use."""
+        """One read-only memory map per shard, opened on first use."""
         if self._maps is None:
             self._maps = [np.memmap(p, dtype=self.dtype, mode="r").view(np.ndarray) for p in self.paths]
         return self._maps
@@ -550,71 +421,29 @@ class TokenSplit:
         """Tokens `[start, stop)`: a view into one shard's map, or a copy joining several."""
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range [{start}, {stop}) is outside a split of {len(self)} tokens")
-        s = int(np.searchsorted(self.starts, start, side="right")) - 1
-        s = min(s, len(self.paths) - 1)
-        if stop <= self.starts[s + 1]:
+        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)  # the shard of `start`
+        end = int(self.starts[s + 1])
+        if stop <= end:  # the common case: within one shard, a view
             return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
-        pieces = []
-        while start < stop:
-            end = min(stop, int(self.starts[s + 1]))
-            pieces.append(self.shards[s][start - self.starts[s] : end - self.starts[s]])
-            start, s = end, s + 1
-        return np.concatenate(pieces)
+        return np.concatenate([self.read(start, end), self.read(end, stop)])
 
     def __getitem__(self, key):
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
             if step < 0:
                 raise ValueError("TokenSplit slices take a positive step")
-            view = self.read(start, max(start, stop))
-            return view if step == 1 else view[::step]
-        index = int(key)
-        index = index + len(self) if index < 0 else index
+            return self.read(start, max(start, stop))[::step]
+        index = int(key) + (len(self) if int(key) < 0 else 0)
         return self.read(index, index + 1)[0]
 
     def __array__(self, dtype=None, copy=None):
-        whole = np.concatenate(self.shards) if len(self.shards) > 1 else np.array(self.shards[0])
-        return whole if dtype is None else whole.astype(dtype)
+        return np.concatenate(self.shards).astype(dtype or self.dtype, copy=False)
 
     @property
     def doc_ends(self) -> np.ndarray:
         """Cumulative document ends over the whole split (int64), from the shards' `.ds.index` files."""
-        if self._doc_ends is None:
-            ends = [np.fromfile(p, dtype="<u8").astype(np.int64) + start for p, start in zip(self.index_paths, self.starts)]
-            self._doc_ends = np.concatenate(ends)
-        return self._doc_ends
-
-    @property
-    def n_documents(self) -> int:
-        return len(self.doc_ends)
-
-    def document(self, i: int) -> np.ndarray:
-        """The framed tokens of the split's i-th document (in shard order)."""
-        ends = self.doc_ends
-        if not 0 <= i < len(ends):
-            raise IndexError(f"document {i} is outside a split of {len(ends)} documents")
-        return self.read(int(ends[i - 1]) if i else 0, int(ends[i]))
+        ends = [np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a for p, a in zip(self.paths, self.starts)]
+        return np.concatenate(ends)
 
     def __repr__(self) -> str:
         return f"TokenSplit({self.folder}, {self.split!r}: {len(self):,d} {self.dtype.name} tokens in {len(self.paths)} shards)"
-
-
-def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) -> TokenSplit:
-    """The validated tokens of `split` ("train" or "val") of a prepared folder. `tokenizer` (a Tokenizer,
-    a tokenizer folder as a `Path`, or a fingerprint string), when given, must be the one the shards were
-    made with."""
-    manifest = read_manifest(folder)
-    if tokenizer is not None:
-        if isinstance(tokenizer, os.PathLike):
-            tokenizer = Tokenizer.load(tokenizer)
-        if not isinstance(tokenizer, str) and not hasattr(tokenizer, "fingerprint"):
-            raise TypeError(f"tokenizer must be a Tokenizer, a folder Path or a fingerprint str, got {type(tokenizer).__name__}")
-        fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
-        expected = manifest["tokenizer"]["fingerprint"]
-        if fingerprint != expected:
-            raise ShardError(
-                f"tokenizer mismatch: the shards in {folder} were made by tokenizer {expected[:16]}…, "
-                f"this tokenizer is {fingerprint[:16]}…; prepare the shards again with this tokenizer"
-            )
-    verify_split(folder, manifest, split, checksums=checksums)
-    return TokenSplit(folder, manifest, split)

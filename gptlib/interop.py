@@ -5,37 +5,46 @@ and 02_data (shards are token ids on disk); this module only translates them, an
 
 - `save_tokenizer_folder`: a complete tokenizer folder (gptlib's `tokenizer.json` and `.vocab`, tiktoken's
   ranks file, Hugging Face's `hf/tokenizer.json`), built aside and swapped in as a whole.
-- `export_nanogpt` / `export_llmc`: nanoGPT's headerless `train.bin` / `val.bin`, llm.c's headed `.bin`.
-- `import_bins`: such files back into a shard folder, refused when they were not made by the tokenizer.
+- `export_nanogpt` / `export_llmc`: nanoGPT's headerless `train.bin` / `val.bin`, llm.c's headed `.bin`, with
+  `gptlib-export.json` beside them (which tokenizer and which shards made each file).
+- `import_bins`: such files back into a shard folder, refused when they were not made by the tokenizer (the
+  export record says so, or, without one, the ids do not survive decoding and encoding again).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from .data import (
-    FORMAT,
-    FORMAT_VERSION,
-    PERMUTATION_NAME,
     SPLITS,
     ShardError,
-    describe_tokenizer,
-    file_record,
-    plan_shards,  # fmt: skip
+    new_manifest,
+    plan_shards,
     publish,
     read_manifest,
+    refuse_strangers,
     token_dtype,
     tokenizer_name,
     verify_split,
     write_shard,
 )
-from .files import atomic_open, atomic_write, replace_folder, temporary_name
+from .files import (
+    FolderLock,
+    atomic_open,
+    atomic_write,
+    new_sha256,
+    read_json_document,
+    replace_folder,
+    sha256_file,
+    temporary_name,
+    write_json,
+)
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -50,11 +59,13 @@ __all__ = [
     "export_tokenizer",
     "check_tokenizer_target",
     "save_tokenizer_folder",
+    "EXPORT_RECORD",
     "export_nanogpt",
     "export_llmc",
     "read_nanogpt_bin",
     "read_llmc_bin",
     "document_ends",
+    "check_own_encoding",
     "import_bins",
 ]
 
@@ -156,50 +167,70 @@ def save_tokenizer_folder(tokenizer: Tokenizer, folder, *, overwrite: bool = Fal
 # --- shards: nanoGPT and llm.c ----------------------------------------------------------------------------
 
 LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256
+EXPORT_RECORD = "gptlib-export.json"  # beside exported .bin files: the tokenizer and the shards of each one
+_EXPORT_FORMAT, _EXPORT_VERSION = "gptlib-bin-export", 1
 
 
-def _uint16_only(manifest: dict, what: str) -> None:
+def _export_record(folder: Path) -> dict:
+    "The entries (file name -> record) of `folder`'s export record; empty when it has none gptlib can read."
+    try:
+        files = read_json_document(folder / EXPORT_RECORD, format=_EXPORT_FORMAT, version=_EXPORT_VERSION,
+                                   required=("files",))["files"]  # fmt: skip
+    except ValueError:
+        return {}
+    return {name: entry for name, entry in files.items() if isinstance(entry, dict)} if isinstance(files, dict) else {}
+
+
+def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> dict[str, Path]:
+    """Write each split's tokens as `out / names[split]` (after `header(split)`'s bytes, when given): both files
+    or neither. Then record them in `out/gptlib-export.json`. A file in the way that gptlib did not export there
+    is refused, never overwritten."""
+    folder, out = Path(folder), Path(out)
+    manifest = read_manifest(folder)
     if manifest["tokens"]["dtype"] != "uint16":
-        raise ValueError(f"{what} stores uint16 tokens; these shards are {manifest['tokens']['dtype']}")
-
-
-def _copy_split(folder: Path, manifest: dict, split: str, out) -> int:
-    """Append the raw token bytes of a split's shards to an open file; returns the token count."""
-    for shard in verify_split(folder, manifest, split):
-        with open(folder / shard["files"][0]["path"], "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 22)
-    return manifest["splits"][split]["n_tokens"]
+        raise ValueError(f"{fmt} stores uint16 tokens; the shards in {folder} are {manifest['tokens']['dtype']}")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder")
+    record = _export_record(out)
+    for name in names.values():
+        target, entry = out / name, record.get(name, {})
+        if target.exists() and not (target.is_file() and entry.get("bytes") == target.stat().st_size
+                                    and entry.get("sha256") == sha256_file(target)):  # fmt: skip
+            raise ValueError(f"{target} exists and gptlib did not export it: move it away or choose another folder")
+    out.mkdir(parents=True, exist_ok=True)
+    entries = {}
+    with contextlib.ExitStack() as stack:  # every file under a temporary name until all are complete
+        for split, name in names.items():
+            f, digest = stack.enter_context(atomic_open(out / name)), new_sha256()
+            for block in [header(split)] if header else []:
+                f.write(block)
+                digest.update(block)
+            for shard in verify_split(folder, manifest, split):
+                with open(folder / shard["files"][0]["path"], "rb") as tokens:
+                    for block in iter(lambda: tokens.read(1 << 22), b""):
+                        f.write(block)
+                        digest.update(block)
+            entries[name] = {"format": fmt, "split": split, "bytes": f.tell(), "sha256": digest.hexdigest(),
+                             "tokenizer": manifest["tokenizer"]["fingerprint"], "key": manifest.get("key")}  # fmt: skip
+    write_json(out / EXPORT_RECORD, {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION, "files": {**record, **entries}})
+    return {split: out / name for split, name in names.items()}
 
 
 def export_nanogpt(folder, out) -> dict[str, Path]:
     """Write nanoGPT's `train.bin` and `val.bin` (headerless uint16) from a prepared folder."""
-    folder, out = Path(folder), Path(out)
-    manifest = read_manifest(folder)
-    _uint16_only(manifest, "nanoGPT")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split in SPLITS:
-        paths[split] = out / f"{split}.bin"
-        with atomic_open(paths[split]) as f:
-            _copy_split(folder, manifest, split, f)
-    return paths
+    return _export_bins(folder, out, {split: f"{split}.bin" for split in SPLITS}, "nanogpt")
 
 
 def export_llmc(folder, out, prefix: str = "gptlib") -> dict[str, Path]:
     """Write llm.c's `<prefix>_train.bin` / `<prefix>_val.bin`: 256 int32 header, then uint16 tokens."""
-    folder, out = Path(folder), Path(out)
-    manifest = read_manifest(folder)
-    _uint16_only(manifest, "llm.c (version 1)")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split in SPLITS:
-        header = np.zeros(LLMC_HEADER_INTS, dtype="<i4")
-        header[:3] = LLMC_MAGIC, LLMC_VERSION, manifest["splits"][split]["n_tokens"]
-        paths[split] = out / f"{prefix}_{split}.bin"
-        with atomic_open(paths[split]) as f:
-            f.write(header.tobytes())
-            _copy_split(folder, manifest, split, f)
-    return paths
+    n_tokens = {split: entry["n_tokens"] for split, entry in read_manifest(folder)["splits"].items()}
+
+    def header(split: str) -> bytes:
+        ints = np.zeros(LLMC_HEADER_INTS, dtype="<i4")
+        ints[:3] = LLMC_MAGIC, LLMC_VERSION, n_tokens[split]
+        return ints.tobytes()
+
+    return _export_bins(folder, out, {split: f"{prefix}_{split}.bin" for split in SPLITS}, "llmc", header)
 
 
 def read_nanogpt_bin(path) -> np.ndarray:
@@ -207,8 +238,8 @@ def read_nanogpt_bin(path) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no nanoGPT file {path}")
-    if path.stat().st_size % 2:
-        raise ShardError(f"{path} has an odd number of bytes: not a file of uint16 tokens")
+    if path.stat().st_size % 2 or path.stat().st_size == 0:
+        raise ShardError(f"{path} holds no tokens, or an odd number of bytes: not a file of uint16 tokens")
     return np.memmap(path, dtype="<u2", mode="r").view(np.ndarray)
 
 
@@ -226,8 +257,9 @@ def read_llmc_bin(path) -> np.ndarray:
     if header[1] != LLMC_VERSION:
         raise ShardError(f"{path} is llm.c version {header[1]}; only version {LLMC_VERSION} (uint16) is read")
     n_tokens = int(header[2])
-    if path.stat().st_size != header_bytes + 2 * n_tokens:
-        raise ShardError(f"{path}: the header says {n_tokens:,d} tokens, the file holds {(path.stat().st_size - header_bytes) // 2:,d}")
+    if n_tokens < 1 or path.stat().st_size != header_bytes + 2 * n_tokens:
+        held = (path.stat().st_size - header_bytes) // 2
+        raise ShardError(f"{path}: the header says {n_tokens:,d} tokens, the file holds {held:,d}")
     return np.memmap(path, dtype="<u2", mode="r", offset=header_bytes, shape=(n_tokens,)).view(np.ndarray)
 
 
@@ -241,9 +273,44 @@ def document_ends(tokens: np.ndarray, eos_id: int, block: int = 1 << 24) -> np.n
     return ends.astype(np.int64)
 
 
+def check_own_encoding(tokens: np.ndarray, ends: np.ndarray, tokenizer: Tokenizer, source, samples: int = 8,
+                       max_tokens: int = 1 << 16) -> None:  # fmt: skip
+    """Refuse token ids that `tokenizer` did not produce. BPE's output is a fixed point of decode-then-encode:
+    decoding a document and encoding its text again gives the same ids back. Another tokenizer's ids almost
+    never do (their bytes differ, so the text differs, so the merges differ). `samples` documents spread over
+    the file are checked; one longer than `max_tokens` is cut there, and its last tenth, where the cut can
+    change the tokens, is not compared."""
+    starts = np.concatenate([[0], ends[:-1]])
+    for d in np.unique(np.linspace(0, len(ends) - 1, samples).round().astype(int)).tolist():
+        ids = tokens[starts[d] : min(ends[d], starts[d] + max_tokens)].tolist()
+        cut = ends[d] - starts[d] > max_tokens
+        ids = ids[1:] if ids[:1] == [tokenizer.bos_id] else ids
+        ids = ids[:-1] if ids[-1:] == [tokenizer.eos_id] else ids
+        again = tokenizer.encode(tokenizer.decode(ids))
+        compared = len(ids) - len(ids) // 10 if cut else max(len(ids), len(again))
+        if again[:compared] != ids[:compared]:
+            first = next((i for i, (a, b) in enumerate(zip(ids, again)) if a != b), min(len(ids), len(again)))
+            raise ShardError(
+                f"{source} was not made by this tokenizer ({tokenizer.fingerprint()[:16]}…): document {d}'s ids change "
+                f"when decoded and encoded again (from token {first} on); import it with the tokenizer that made it"
+            )
+
+
+def _check_made_by(source: Path, tokens: np.ndarray, ends: np.ndarray, tokenizer: Tokenizer) -> None:
+    """Refuse `source` unless `tokenizer` made its ids: its export record says so, when the record still
+    describes the file (same size and sha256); otherwise the ids must be the tokenizer's own encoding."""
+    entry = _export_record(source.parent).get(source.name)
+    if entry and entry.get("bytes") == source.stat().st_size and entry.get("sha256") == sha256_file(source):
+        if entry.get("tokenizer") != tokenizer.fingerprint():
+            raise ShardError(f"{source} was exported from shards made by tokenizer {str(entry.get('tokenizer'))[:16]}…, "
+                             f"not by this one ({tokenizer.fingerprint()[:16]}…): import it with that tokenizer")  # fmt: skip
+        return
+    check_own_encoding(tokens, ends, tokenizer, source)
+
+
 def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", shard_tokens: int = 50_000_000) -> dict:
     """Turn nanoGPT (`fmt="nanogpt"`) or llm.c (`fmt="llmc"`) train/val files made with `tokenizer` into a
-    shard folder at `out`; returns its manifest."""
+    shard folder at `out`; returns its manifest. Both files are checked before anything is written."""
     readers = {"nanogpt": read_nanogpt_bin, "llmc": read_llmc_bin}
     if fmt not in readers:
         raise ValueError(f"fmt must be one of {sorted(readers)}, got {fmt!r}")
@@ -251,41 +318,31 @@ def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", sha
     dtype, out = token_dtype(tok.n_vocab), Path(out)
     if dtype != np.uint16:
         raise ValueError(f"{fmt} files hold uint16 tokens; a tokenizer of {tok.n_vocab} ids needs uint32")
-    sources = {"train": Path(train_bin), "val": Path(val_bin)}
-    work = out / ".work-import"
-    if work.exists():
-        shutil.rmtree(work)
-    splits, name = {}, tokenizer_name(tok)
+    sources, found = {"train": Path(train_bin), "val": Path(val_bin)}, {}
     for split, source in sources.items():
         tokens = readers[fmt](source)
-        if len(tokens) == 0:
-            raise ShardError(f"{source} holds no tokens")
         if int(tokens.max()) >= tok.n_vocab:
             raise ShardError(f"{source} holds token id {int(tokens.max())}, beyond this tokenizer's {tok.n_vocab} ids")
-        ends = document_ends(tokens, tok.eos_id)
-        starts = np.concatenate([[0], ends[:-1]])
-        records = []
-        for s, (first, end) in enumerate(plan_shards(ends - starts, shard_tokens)):
-            docs_iter = (tokens[a:b] for a, b in zip(starts[first:end].tolist(), ends[first:end].tolist()))
-            records.append(write_shard(work / split, f"{split}_{s:05d}", docs_iter, dtype, name, root=work))
-        splits[split] = {"n_tokens": len(tokens), "n_documents": len(ends), "shards": records}
-        del tokens
-    n_documents = sum(s["n_documents"] for s in splits.values())
-    with atomic_open(work / PERMUTATION_NAME) as f:  # no permutation: the identity, for a uniform layout
-        np.save(f, np.arange(n_documents, dtype=np.int64), allow_pickle=False)
-    manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "created_by": f"gptlib {__version__}",
-        "key": None,
-        "corpus": {"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": n_documents},
-        "tokenizer": describe_tokenizer(tok),
-        "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": "as imported; documents end after eos"},
-        "shuffle": {"generator": None, "seed": None, "file": file_record(work, work / PERMUTATION_NAME),
-                    "note": f"imported from {fmt} files in their order"},  # fmt: skip
-        "split": {"val_fraction": None, "rule": f"as in the {fmt} files", "n_val_documents": splits["val"]["n_documents"]},
-        "shard_tokens": shard_tokens,
-        "splits": splits,
-    }
-    publish(work, out, manifest)
+        found[split] = tokens, document_ends(tokens, tok.eos_id)
+        _check_made_by(source, *found[split], tok)
+    refuse_strangers(out)
+    with FolderLock(out, "shard folder"):
+        work = out / ".work-import"
+        shutil.rmtree(work, ignore_errors=True)  # an earlier import's leftovers (this process holds the lock)
+        splits = {}
+        for split, (tokens, ends) in found.items():
+            starts, records = np.concatenate([[0], ends[:-1]]), []
+            for s, (first, end) in enumerate(plan_shards(ends - starts, shard_tokens)):
+                documents = (tokens[a:b] for a, b in zip(starts[first:end].tolist(), ends[first:end].tolist()))
+                records.append(write_shard(work / split, f"{split}_{s:05d}", documents, dtype, tokenizer_name(tok), root=work))
+            splits[split] = {"n_tokens": len(tokens), "n_documents": len(ends), "shards": records}
+        n_documents = sum(entry["n_documents"] for entry in splits.values())
+        manifest = new_manifest(
+            work, tok, np.arange(n_documents, dtype=np.int64), splits, framing="as imported; documents end after eos",
+            key=None, corpus={"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": n_documents},
+            shuffle={"generator": None, "seed": None, "note": f"imported from {fmt} files in their order"},
+            split={"val_fraction": None, "rule": f"as in the {fmt} files", "n_val_documents": splits["val"]["n_documents"]},
+            shard_tokens=shard_tokens,
+        )  # fmt: skip
+        publish(work, out, manifest)
     return manifest
