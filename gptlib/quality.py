@@ -42,7 +42,8 @@ class TrainingText:
     @classmethod
     def from_split(cls, tokens, tokenizer) -> TrainingText:
         "From a split of token shards (`gptlib.data.TokenSplit`), document by document."
-        return cls.from_texts(tokenizer.decode(tokens.document(i)) for i in range(tokens.n_documents))
+        ends = tokens.doc_ends.tolist()
+        return cls.from_texts(tokenizer.decode(tokens.read(start, end)) for start, end in zip([0, *ends[:-1]], ends))
 
 
 def _headings(text: str) -> list[str]:

@@ -35,3 +35,14 @@ def test_stutters_are_new_words_with_a_letter_or_pair_three_times():
 def test_one_string_is_refused():
     with pytest.raises(TypeError, match="list of samples"):
         sample_quality("ROMEO.", TRAINING)
+
+
+def test_the_training_text_is_read_back_from_the_shards_document_by_document(small_data):
+    from gptlib.data import open_split
+    from gptlib.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(small_data / "tokenizer")
+    training = TrainingText.from_split(open_split(small_data / "shards", "train"), tokenizer)
+    texts = [p.read_text(encoding="utf-8") for p in sorted((small_data / "texts").glob("*.txt"))]
+    everything = TrainingText.from_texts(texts)
+    assert training.words and training.words <= everything.words and training.speakers <= everything.speakers
