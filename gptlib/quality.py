@@ -41,9 +41,10 @@ class TrainingText:
 
     @classmethod
     def from_split(cls, tokens, tokenizer) -> TrainingText:
-        "From a split of token shards (`gptlib.data.TokenSplit`), document by document."
+        "From a split of token shards (`gptlib.data.TokenSplit`), document by document, special tokens left out."
         ends = tokens.doc_ends.tolist()
-        return cls.from_texts(tokenizer.decode(tokens.read(start, end)) for start, end in zip([0, *ends[:-1]], ends))
+        documents = (tokens.read(start, end) for start, end in zip([0, *ends[:-1]], ends))
+        return cls.from_texts(tokenizer.decode(doc[doc < tokenizer.bos_id]) for doc in documents)  # specials: last ids
 
 
 def _headings(text: str) -> list[str]:
