@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .checkpoint import (CheckpointError, MetricsLog, check_resumable, load_checkpoint, newest_intact,
                                prune_checkpoints, rng_state, save_checkpoint, set_rng_state)  # fmt: skip
-from .config import Config, opt
+from .config import opt
 from .data import TokenSplit, open_split, read_manifest
 from .display import log_line, progress_bar
 from .files import FolderLock, remove_stale_temporaries, write_json
@@ -35,22 +35,14 @@ from .tokenizer import Tokenizer
 
 # %% ../notebooks/06_training.ipynb #training-005
 @dataclass
-class TrainConfig(Config):
-    "Everything a training run depends on. The resolved config is saved with every checkpoint."
+class TrainConfig(GPTConfig):
+    """Everything a training run depends on: the model's shape (every `GPTConfig` field; the model takes its
+    vocabulary size from the tokenizer), then what follows. The resolved config is saved with every checkpoint."""
 
     # data and output
     shards: str = opt("", "a folder made by gptlib.data.prepare")
     tokenizer: str = opt("", "the tokenizer folder the shards were made with")
     out: str = opt("", "the run folder: checkpoints, metrics.jsonl, plots, samples")
-    vocab_size: int = opt(32768, "the tokenizer size the `run` pipeline trains (the model takes the tokenizer's)", low=259)
-    # the model (gptlib.model.GPTConfig fields)
-    n_layer: int = opt(4, "transformer blocks", low=1)
-    n_head: int = opt(16, "attention heads per block (n_embd must be a multiple)", low=1)
-    n_embd: int = opt(512, "the width of the residual stream", low=1)
-    context: int = opt(512, "tokens the model sees at once", low=1)
-    dropout: float = opt(0.1, "dropout on the embeddings and on each residual branch's output", low=0.0, below=1.0)
-    attn_dropout: float = opt(0.1, "dropout on the attention probabilities (0 keeps the fused CPU kernel)", low=0.0, below=1.0)
-    bias: bool = opt(True, "biases in the linear layers and LayerNorms")
     # optimization
     micro_batch: int = opt(8, "sequences per forward/backward pass", low=1)
     grad_accum: int = opt(4, "micro-batches per optimizer step (per process)", low=1)
@@ -79,13 +71,13 @@ class TrainConfig(Config):
     keep_last: int = opt(2, "checkpoints kept besides the best one", low=1)
 
     def check(self) -> None:
+        super().check()
         if self.min_lr > self.max_lr:
             raise ValueError(f"need min_lr <= max_lr, got min_lr={self.min_lr}, max_lr={self.max_lr}")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         "The GPTConfig of this run for a tokenizer of `vocab_size` ids."
-        return GPTConfig(vocab_size=vocab_size, context=self.context, n_layer=self.n_layer, n_head=self.n_head,
-                         n_embd=self.n_embd, dropout=self.dropout, attn_dropout=self.attn_dropout, bias=self.bias)  # fmt: skip
+        return GPTConfig.from_dict({**{f: getattr(self, f) for f in GPTConfig.__dataclass_fields__}, "vocab_size": vocab_size})
 
     def lr(self, step: int) -> float:
         "The learning rate of `step`: warmup, then cosine down to min_lr at `decay_steps` (or `max_steps`)."
