@@ -1,5 +1,6 @@
 """Every notebook opens by telling the learner what they will build and how long it takes on a laptop
-CPU, and ends with exercises whose checks run in a cell. Read from the notebook JSON; no kernel."""
+CPU, and ends with exercises where the learner writes code: stubs, each checked by a checker of
+gptlib.exercises in the same cell. Read from the notebook JSON; no kernel."""
 
 from __future__ import annotations
 
@@ -37,14 +38,46 @@ def opening_text(cells: list[dict]) -> str:
     return "\n".join(text)
 
 
-def assertions_with_hints(source: str) -> int:
-    """How many `assert cond, message` statements the cell holds (Jupyter magics left out)."""
+def _parse(source: str) -> ast.Module | None:
+    "A cell's code with the Jupyter magics and shell lines left out, or None when it does not parse."
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     try:
-        tree = ast.parse(code)
+        return ast.parse(code)
     except SyntaxError:
-        return 0
-    return sum(isinstance(node, ast.Assert) and node.msg is not None for node in ast.walk(tree))
+        return None
+
+
+def imported_checkers(cells: list[dict]) -> set[str]:
+    "The names the notebook imports from gptlib.exercises, in any code cell."
+    names = set()
+    for cell in cells:
+        tree = _parse(cell["source"]) if cell["type"] == "code" else None
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.ImportFrom) and node.module == "gptlib.exercises":
+                names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
+def is_stub(source: str) -> bool:
+    "Whether the cell raises NotImplementedError: an exercise the learner fills in."
+    tree = _parse(source)
+    return tree is not None and any(
+        isinstance(node, ast.Raise)
+        and node.exc is not None
+        and "NotImplementedError" in {getattr(n, "id", None) for n in ast.walk(node.exc)}
+        for node in ast.walk(tree)
+    )
+
+
+def calls_a_checker(source: str, checkers: set[str]) -> bool:
+    "Whether the cell calls a checker of gptlib.exercises (imported by name, or as exercises.check_...)."
+    tree = _parse(source)
+    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)] if tree else []
+    return any(
+        (isinstance(f, ast.Name) and f.id in checkers)
+        or (isinstance(f, ast.Attribute) and f.attr.startswith("check_") and ast.unparse(f.value).endswith("exercises"))
+        for f in calls
+    )
 
 
 NAMES = notebook_names()
@@ -75,7 +108,11 @@ def test_notebook_ends_with_exercises_checked_in_a_cell(name):
         if c["type"] == "markdown" and re.search(r"^#\s", c["source"], re.M)
     ]
     assert not later_headings, f"{name}: the exercises are not the last section (a top-level heading follows)"
-    checks = [c for c in cells[start + 1 :] if c["type"] == "code" and assertions_with_hints(c["source"])]
-    assert checks, (
-        f"{name}: no code cell after the exercises heading checks an answer with `assert ..., 'hint'`"
+    checkers = imported_checkers(cells)
+    stubs = [c["source"] for c in cells[start + 1 :] if c["type"] == "code" and is_stub(c["source"])]
+    assert stubs, f"{name}: no exercise after the exercises heading is a stub (`raise NotImplementedError`) to fill in"
+    unchecked = [s.splitlines()[0] for s in stubs if not calls_a_checker(s, checkers)]
+    assert not unchecked, (
+        f"{name}: exercise cells that call no checker of gptlib.exercises (e.g. check_merge_step(merge_step)) in "
+        f"the same cell: {unchecked}"
     )
