@@ -302,11 +302,17 @@ def _run(args: argparse.Namespace) -> int:
     if summary["stopped_early"]:
         print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
         return _signal_exit_code(summary["signal"])
-    print(f"=== sample (step {summary['step']}, prompt {args.prompt!r}) ===")
+    print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {args.prompt!r}) ===")
     print(summary["sample"])
     print("=== end of sample ===")
     if summary["val_loss"] is not None:
-        print(f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte")
+        refs = ", ".join(f"{name} {value:.2f}" for name, value in summary["references"].items())
+        print(f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte over the "
+              f"{summary['val_tokens']:,d} tokens of the held-out plays (for reference: {refs} nats/token)")  # fmt: skip
+    q = summary["quality"]
+    speakers = "no speaker headings" if q["known_speakers"] is None else f"{q['known_speakers']:.0%} of speaker names"
+    print(f"samples of 3 seeds: {q['known_words']:.1%} of words and {speakers} found in the training text, "
+          f"at most {q['longest_blank_run']} blank lines in a row, {len(q['stutters'])} stuttered words")
     print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
     return 0

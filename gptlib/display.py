@@ -5,8 +5,8 @@ drawing them is tqdm and matplotlib bookkeeping (imported only when something is
 
 - `log_line(record)`: one line of text for a record of `gptlib.train.train` (train, val or event);
 - `progress_bar(total, initial)`: a terminal progress bar, or None where none can be shown;
-- `draw_history(fig, history)`: loss (train and validation), learning rate, gradient norm and the loss
-  scale, from the records;
+- `draw_history(fig, history, references)`: loss (train and validation, reference losses, the gap),
+  learning rate, gradient norm, and the loss scale (where a scaler runs) or the throughput;
 - `save_plots(history, path)`: the same as a PNG file, written atomically;
 - `LivePlot`: a `train` callback that redraws one figure in place in a Jupyter kernel.
 """
@@ -43,32 +43,46 @@ def progress_bar(total: int, initial: int = 0):
     return None if bar.disable else bar
 
 
-def draw_history(fig, history: list[dict]) -> None:
-    "Draw the training curves of `history` on `fig`: train/val loss, learning rate, gradient norm, loss scale."
+def draw_history(fig, history: list[dict], references: dict[str, float] | None = None) -> None:
+    """Draw the training curves of `history` on `fig`: train and validation loss (with `references`, e.g.
+    `gptlib.quality.reference_losses`, as dashed lines, and the train/validation gap of the last validation),
+    learning rate, gradient norm, and the loss scale where a loss scaler ran (else the throughput)."""
     fig.clear()
-    (loss_ax, lr_ax), (norm_ax, scale_ax) = fig.subplots(2, 2)
+    (loss_ax, lr_ax), (norm_ax, last_ax) = fig.subplots(2, 2)
     train_records = [r for r in history if r["kind"] == "train"]
     val_records = [r for r in history if r["kind"] == "val"]
     steps = [r["step"] for r in train_records]
-    loss_ax.plot(steps, [r["loss"] for r in train_records], label="train")
+    loss_ax.plot(steps, [r["loss"] for r in train_records], label="train", lw=1)
     loss_ax.plot([r["step"] for r in val_records], [r["val_loss"] for r in val_records], "o-", label="val")
+    for (name, value), color in zip((references or {}).items(), ("grey", "tab:purple", "tab:red")):
+        loss_ax.axhline(value, ls="--", lw=1, color=color, label=f"{name} {value:.2f}")
+    if val_records and train_records:
+        last = val_records[-1]
+        near = [r["loss"] for r in train_records if last["step"] - 50 < r["step"] <= last["step"]] or [train_records[-1]["loss"]]
+        gap = last["val_loss"] - sum(near) / len(near)
+        loss_ax.annotate(f"val - train: {gap:+.2f}", (last["step"], last["val_loss"]), textcoords="offset points",
+                         xytext=(-10, 12), ha="right", fontsize=8)  # fmt: skip
     loss_ax.set(title="loss (nats/token)", xlabel="step")
-    loss_ax.legend()
+    loss_ax.legend(fontsize=7)
     lr_ax.plot(steps, [r["lr"] for r in train_records])
     lr_ax.set(title="learning rate", xlabel="step")
     norm_ax.plot(steps, [r["grad_norm"] for r in train_records])
     norm_ax.set(title="gradient norm (before clipping)", xlabel="step")
-    scale_ax.plot(steps, [r["loss_scale"] for r in train_records])
-    scale_ax.set(title="loss scale (1 = no scaler)", xlabel="step", yscale="log")
+    if any(r["loss_scale"] != 1 for r in train_records):
+        last_ax.plot(steps, [r["loss_scale"] for r in train_records])
+        last_ax.set(title="loss scale (fp16)", xlabel="step", yscale="log")
+    else:
+        last_ax.plot(steps, [r["tokens_per_s"] for r in train_records])
+        last_ax.set(title="tokens/s (no loss scaler: fp32 and bf16 need none)", xlabel="step")
     fig.tight_layout()
 
 
-def save_plots(history: list[dict], path) -> Path:
+def save_plots(history: list[dict], path, references: dict[str, float] | None = None) -> Path:
     "The training curves as a PNG file (matplotlib's Agg canvas; no display needed)."
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 6))
-    draw_history(fig, history)
+    draw_history(fig, history, references)
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=80)
     path = Path(path)
@@ -88,8 +102,8 @@ def _in_kernel() -> bool:
 class LivePlot:
     "A `train` callback: the training curves in one notebook figure, redrawn in place every `every_s` seconds; outside a Jupyter kernel it only collects records."
 
-    def __init__(self, every_s: float = 2.0):
-        self.every_s, self.records = every_s, []
+    def __init__(self, every_s: float = 2.0, references: dict[str, float] | None = None):
+        self.every_s, self.records, self.references = every_s, [], references
         self.active, self.fig, self.handle, self._last = _in_kernel(), None, None, 0.0
 
     def __call__(self, record: dict) -> None:
@@ -103,11 +117,11 @@ class LivePlot:
 
         if self.fig is None:
             self.fig = plt.figure(figsize=(10, 6))
-            draw_history(self.fig, self.records)
+            draw_history(self.fig, self.records, self.references)
             self.handle = display(self.fig, display_id=True)
             plt.close(self.fig)  # the handle shows it; the inline backend must not show it again
         else:
-            draw_history(self.fig, self.records)
+            draw_history(self.fig, self.records, self.references)
             self.handle.update(self.fig)
         self._last = time.monotonic()
 

@@ -17,16 +17,22 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from .checkpoint import CheckpointError, load_trained, read_metrics
 from .corpus import data_dir, open_corpus
-from .data import DataConfig, prepare
+from .data import DataConfig, open_split, prepare
 from .display import save_plots
 from .files import atomic_write
 from .interop import save_tokenizer_folder
+from .quality import TrainingText, reference_losses, sample_quality
 from .tokenizer import Tokenizer
 from .train import TrainConfig, sample_text, train
 
-__all__ = ["TRAINED_ON", "prepare_tokenizer", "run_pipeline"]
+__all__ = ["TRAINED_ON", "SAMPLING", "prepare_tokenizer", "run_pipeline"]
+
+SAMPLING = {"temperature": 0.8, "top_k": 50}  # how `make run` samples from the best checkpoint
+SAMPLE_SEEDS = 3  # samples whose quality is measured; the first is printed
 
 TRAINED_ON = "trained_on.json"  # beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
 
@@ -78,14 +84,18 @@ def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare",
         history = train(cfg, callback=callback, log=log, progress=progress)
     except CheckpointError as e:  # e.g. the corpus was edited since this run began
         raise CheckpointError(f"{run} cannot continue: {e}. Delete {run} to train again from scratch") from e
-    stopped = next((r.get("signal") for r in reversed(history) if r["kind"] == "event" and "stopped" in r), None)
-    plots = save_plots(read_metrics(run), run / "training.png")
-    model, tokenizer, meta = load_trained(run, "best")
-    text = sample_text(model, tokenizer, prompt, sample_tokens, temperature=0.8, top_k=50, seed=cfg.seed)
-    atomic_write(run / "sample.txt", (text + "\n").encode())
-    val = [r for r in read_metrics(run) if r["kind"] == "val"]
+    stopped = history[-1].get("stopped") if history else None
+    train_tokens, val_tokens = open_split(shards, "train"), open_split(shards, "val")
+    references = reference_losses(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.n_vocab)
+    plots = save_plots(read_metrics(run), run / "training.png", references)
+    model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
+    samples = [sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
+               for i in range(SAMPLE_SEEDS)]  # fmt: skip
+    quality = sample_quality(samples, TrainingText.from_split(train_tokens, tokenizer))
+    atomic_write(run / "sample.txt", (samples[0] + "\n").encode())
+    best = next((r for r in read_metrics(run) if r["kind"] == "val" and r["step"] == meta["step"]), None)
     summary = {"run": str(run), "step": meta["step"], "stopped_early": stopped is not None, "signal": stopped,
-               "plots": str(plots), "val_loss": val[-1]["val_loss"] if val else None,
-               "val_bpb": val[-1]["val_bpb"] if val else None, "sample": text,
-               "wall_s": time.perf_counter() - started}  # fmt: skip
+               "plots": str(plots), "val_loss": best and best["val_loss"], "val_bpb": best and best["val_bpb"],
+               "val_tokens": best and best["val_tokens"], "references": references, "sample": samples[0],
+               "quality": quality, "wall_s": time.perf_counter() - started}  # fmt: skip
     return summary

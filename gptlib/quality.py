@@ -1,10 +1,12 @@
-"""Reading what a model writes: how much of a sample is words and speaker names of the training text, and how
-much is artefact (runs of blank lines, letters stuttering).
+"""Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names
+of the training text rather than artefact (runs of blank lines, letters stuttering).
 
-Hand-written plumbing, not generated from a notebook: 06_training shows these figures beside the samples;
-counting words teaches nothing about GPTs. The figures are for a play-like corpus such as Shakespeare's,
-where a speaker's turn opens with a heading line: the name and a full stop (`ROMEO.`, `Benvolio.`).
+Hand-written plumbing, not generated from a notebook: 06_training shows these figures beside its curves and
+samples; counting teaches nothing about GPTs. The sample figures are for a play-like corpus such as
+Shakespeare's, where a speaker's turn opens with a heading line: the name and a full stop (`ROMEO.`).
 
+- `reference_losses(train, val, n_vocab)`: the validation loss of guessing uniformly (ln V), of the
+  training split's token frequencies (unigram) and of its counted next-token table (bigram);
 - `TrainingText.from_split(tokens, tokenizer)`: the words and speaker names of a training split;
 - `sample_quality(samples, training)`: over several samples, the share of words found in the training text,
   the share of speaker headings that name a speaker of the training text, the longest run of blank lines,
@@ -14,14 +16,33 @@ where a speaker's turn opens with a heading line: the name and a full stop (`ROM
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["TrainingText", "sample_quality"]
+import numpy as np
+
+__all__ = ["reference_losses", "TrainingText", "sample_quality"]
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _HEADING = re.compile(r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*")  # a name and a full stop, alone on a line
 _STUTTER = re.compile(r"([A-Za-z])\1\1|([A-Za-z]{2})\2\2")
+
+
+def reference_losses(train, val, n_vocab: int, smoothing: float = 0.1) -> dict[str, float]:
+    """Mean cross-entropy (nats per token) on the `val` tokens of three models that need no training but
+    counting on `train` (1-D arrays of ids, e.g. `np.asarray(TokenSplit)`): `ln V` (every token equally
+    likely), `unigram` (each token as often as in train) and `bigram` (the next token given this one). Counts
+    get `smoothing` added, so a token or pair never seen in train is unlikely, not impossible."""
+    train, val = np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
+    unigram = np.bincount(train, minlength=n_vocab) + smoothing  # (V,)
+    unigram_loss = -np.log(unigram[val] / unigram.sum()).mean()
+    pairs, counts = np.unique(train[:-1] * n_vocab + train[1:], return_counts=True)  # seen pairs, sorted
+    wanted = val[:-1] * n_vocab + val[1:]
+    at = np.minimum(np.searchsorted(pairs, wanted), len(pairs) - 1)
+    seen = np.where(pairs[at] == wanted, counts[at], 0) + smoothing  # count of (a, b) in train
+    followers = np.bincount(train[:-1], minlength=n_vocab)[val[:-1]] + smoothing * n_vocab  # count of (a, *)
+    return {"ln V": math.log(n_vocab), "unigram": float(unigram_loss), "bigram": float(-np.log(seen / followers).mean())}
 
 
 @dataclass(frozen=True)

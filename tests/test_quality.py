@@ -46,3 +46,24 @@ def test_the_training_text_is_read_back_from_the_shards_document_by_document(sma
     texts = [p.read_text(encoding="utf-8") for p in sorted((small_data / "texts").glob("*.txt"))]
     everything = TrainingText.from_texts(texts)
     assert training.words and training.words <= everything.words and training.speakers <= everything.speakers
+
+
+def test_reference_losses_equal_a_direct_count():
+    import math
+
+    import numpy as np
+
+    from gptlib.quality import reference_losses
+
+    rng = np.random.default_rng(0)
+    train, val, V, k = rng.integers(0, 7, 500), rng.integers(0, 7, 80), 9, 0.1
+    losses = reference_losses(train, val, V, smoothing=k)
+    assert losses["ln V"] == math.log(9)
+    uni = np.bincount(train, minlength=V) + k
+    assert losses["unigram"] == pytest.approx(-np.mean([math.log(uni[t] / uni.sum()) for t in val]))
+    table = np.full((V, V), k)
+    for a, b in zip(train[:-1], train[1:]):
+        table[a, b] += 1
+    expected = -np.mean([math.log(table[a, b] / table[a].sum()) for a, b in zip(val[:-1], val[1:])])
+    assert losses["bigram"] == pytest.approx(expected)
+    assert losses["unigram"] < losses["ln V"], "ids 7 and 8 never occur: counting beats guessing uniformly"
