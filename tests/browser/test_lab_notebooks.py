@@ -6,7 +6,9 @@
 - 01_bpe: the tokenizer widget renders, and typing into its text box changes what it shows;
 - 06_training: the live figure changes while the training cell runs (the page draws at least three
   different pictures of it before the cell ends), and the final sample appears under its
-  `=== sample ... ===` header.
+  `=== sample ... ===` header;
+- every notebook's exercises: a cell whose stub is untouched shows its "not done yet" message (and
+  how to see the answer), not an error.
 """
 
 from __future__ import annotations
@@ -146,6 +148,22 @@ def check_sample(lab: LabPage) -> str:
     return sample
 
 
+def check_untouched_exercises(lab: LabPage, name: str) -> int:
+    """Every exercise cell (a stub that raises NotImplementedError) shows the checker's "not done yet"
+    message and the way to the answer; returns how many there are."""
+    stubs = [c for c in lab.cells() if c["type"] == "code" and "raise NotImplementedError" in c["source"]]
+    assert stubs, f"{name}: no exercise stub found"
+    for cell in stubs:
+        text = "".join(
+            "".join(out.get("text", "")) for out in cell["outputs"] if out.get("output_type") == "stream"
+        )
+        assert "not done yet" in text and "solutions/" in text, (
+            f"{name}: exercise cell {cell['index']} does not say it is not done yet and where the answer is: "
+            f"{text[:300]!r}"
+        )
+    return len(stubs)
+
+
 def test_lab_kernel_is_the_project_environment_in_smoke_mode(lab):
     code = "import os, sys, gptlib; print(sys.prefix); print(gptlib.__file__); print(os.environ.get('GPTLIB_SMOKE'))"
     prefix, package, smoke = lab.run_in_new_kernel(code).splitlines()
@@ -166,6 +184,7 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screensho
         lab.start_run_all()
         lab.wait_run_done(timeout=RUN_TIMEOUT_S)
         assert_ran_cleanly(lab, name)
+        check_untouched_exercises(lab, name)
         live = live_figure(lab) if name == "06_training" else None
         if isinstance(live, str):
             pytest.fail(live)
