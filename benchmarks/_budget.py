@@ -1,9 +1,11 @@
 """Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed CPU-time budget on
 the embedded corpus and score it the same way every time.
 
-- The step time is measured first, on random tokens of the candidate's shape (`probe_step_seconds`): the 20th
-  percentile of a few dozen steps, so that bursts of other work on the machine do not count. The budget
-  then fixes the number of steps, after setting aside the time of the validations (and of compiling).
+- The step time is measured first, on random tokens of the candidate's shape (`probe_step_seconds`), as a
+  ratio to a reference step (the `cpu` preset as it was, in bf16) timed in turn with it, step after step:
+  whatever else the machine is doing slows both alike, so the median ratio holds on a busy machine. The
+  ratio times the reference's step time on a quiet machine (`REFERENCE_STEP_S`) is the candidate's step
+  time; the budget then fixes its number of steps, after setting aside validations (and compiling).
 - Training itself may run on a busy machine: its result depends on the number of steps, not on the clock.
 - The score is bits per byte over every window of the held-out plays (`eval_batches=0`) at the best
   validation of the run (the checkpoint the pipeline samples from), and the sample quality of that
@@ -29,6 +31,8 @@ from gptlib.train import TrainConfig, sample_text, train
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)
+REFERENCE = {"precision": "bf16"}  # over the `cpu` preset as it was: 4 x 256, vocab 4,096, 8 x 256 tokens a step
+REFERENCE_STEP_S = 0.2034  # its step time on this project's 2-core machine, quiet (load average 1.0)
 
 
 def corpus_data(vocab_size: int) -> tuple[Path, Path]:
@@ -41,9 +45,8 @@ def corpus_data(vocab_size: int) -> tuple[Path, Path]:
     return tok_dir, shards
 
 
-def probe_step_seconds(cfg: TrainConfig, steps: int = 40) -> tuple[float, float]:
-    """`(seconds per step, seconds of warm-up)` of `cfg`'s training step on random tokens: forward under its
-    precision, backward, clipping, AdamW; compiled when `cfg.compile`."""
+def _step_function(cfg: TrainConfig):
+    "A closure running one training step of `cfg`'s shape on random tokens (compiled when `cfg.compile`)."
     torch.manual_seed(0)
     model = GPT(cfg.model_config(cfg.vocab_size))
     optimizer, _ = make_adamw(model, lr=1e-3, weight_decay=cfg.weight_decay)
@@ -60,16 +63,27 @@ def probe_step_seconds(cfg: TrainConfig, steps: int = 40) -> tuple[float, float]
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    return one_step
+
+
+def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[float, float]:
+    """`(seconds per step on a quiet machine, seconds of warm-up)` of `cfg`'s training step: the median ratio
+    of its step time to the reference's, the two timed in turn, times `REFERENCE_STEP_S`."""
+    candidate, reference = _step_function(cfg), _step_function(TrainConfig.preset("cpu", **REFERENCE))
     started = time.perf_counter()
     for _ in range(3):
-        one_step()
+        candidate()
     warmup = time.perf_counter() - started
-    times = []
-    for _ in range(steps):
+    reference()
+
+    def timed(step_function) -> float:  # a step after a warm one, so that each finds its weights in the caches
+        step_function()
         started = time.perf_counter()
-        one_step()
-        times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 5], warmup
+        step_function()
+        return time.perf_counter() - started
+
+    ratios = [timed(candidate) / timed(reference) for _ in range(steps)]
+    return sorted(ratios)[len(ratios) // 2] * REFERENCE_STEP_S, warmup
 
 
 def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *, n_evals: int = 6,

@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "gptlib-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: model_config has attn_dropout
 _FILES = ("model.safetensors", "state.pt")
 # TrainConfig fields that may change when a run is resumed: where and how it runs, not what it computes.
 # `max_steps` and `decay_steps` may change only while the cosine's end (decay_steps, or else max_steps) stays
