@@ -32,18 +32,18 @@ RUNS = Path(__file__).with_name("recipe_runs.jsonl")
 
 # name -> (why it is tried, TrainConfig fields over the `cpu` preset in bf16); rounds in the order they ran
 CANDIDATES = {
-    # round 1: what bf16 alone gives, then the size of the vocabulary, the width, regularization, the batch
+    # round 1: what bf16 alone gives, then one knob at a time: regularization, vocabulary, width and depth,
+    # learning rate, batch, context, compilation
     "r1-today": ("the cpu preset as it was (4 x 256, vocab 4096, no dropout), in bf16", {}),
     "r1-dropout": ("+ dropout 0.1 on embeddings and residual branches (attention kept fused)", {"dropout": 0.1}),
     "r1-v2048": ("vocabulary 2,048: a cheaper LM head, more tokens per byte", {"vocab_size": 2048}),
-    "r1-v2048-dropout": ("vocabulary 2,048 + dropout 0.1", {"vocab_size": 2048, "dropout": 0.1}),
-    "r1-v8192": ("vocabulary 8,192: fewer, longer tokens", {"vocab_size": 8192}),
+    "r1-lr3e-3": ("peak learning rate 3e-3 (and min 3e-4)", {"max_lr": 3e-3, "min_lr": 3e-4}),
     "r1-w192": ("narrower: 4 x 192, more steps", {"n_embd": 192, "n_head": 3}),
-    "r1-l6w192-dropout": ("deeper and narrower: 6 x 192 + dropout 0.1", {"n_layer": 6, "n_embd": 192, "n_head": 3,
-                                                                         "dropout": 0.1}),
-    "r1-lr3e-3": ("peak learning rate 3e-3", {"max_lr": 3e-3, "min_lr": 3e-4}),
-    "r1-batch16": ("16 sequences a step (half the steps)", {"micro_batch": 16}),
+    "r1-compile": ("torch.compile, its compile time taken from the budget", {"compile": True}),
+    "r1-batch16": ("16 sequences a step (fewer, larger steps)", {"micro_batch": 16}),
     "r1-ctx128": ("context 128, 16 sequences a step (same tokens a step)", {"context": 128, "micro_batch": 16}),
+    "r1-l6w192": ("deeper and narrower: 6 x 192", {"n_layer": 6, "n_embd": 192, "n_head": 3}),
+    "r1-v8192": ("vocabulary 8,192: fewer, longer tokens, a costlier LM head", {"vocab_size": 8192}),
 }
 
 

@@ -1,13 +1,20 @@
-"""Training on this CPU: throughput and MFU, what `make run` reaches, and BPE vs characters per CPU minute.
+"""Training on this CPU: throughput and MFU, bf16 against fp32, and the `cpu` recipe against the best small
+character-level recipe at equal CPU time.
 
-    .venv/bin/python benchmarks/train.py [--minutes 4] [--skip-compile] [--skip-quality]
+    .venv/bin/python benchmarks/train.py [--budget-s 480] [--skip-compile] [--skip-quality] [--skip-precision]
 
 1. Tokens/s and MFU of the training step (forward under autocast, backward, clip, AdamW) for the `tiny` and
    `cpu` model shapes: fp32 vs bf16 autocast, torch.compile off vs on. MFU is against the matmul peak
    measured on this machine in the same precision (gptlib.optim.peak_flops).
-2. What `make run` reached: read from its run folder (data_dir()/runs/shakespeare-cpu), if it exists.
-3. Quality per CPU minute: the `cpu` preset's BPE model and a character-level (byte) model of the same shape,
-   each trained for the same wall time on the same train/val plays; bits per byte on the held-out plays.
+2. bf16 against fp32 at equal steps: the `cpu` preset trained for the same steps in each, two seeds each,
+   validation loss over the whole held-out split (is bf16's loss within the seed-to-seed noise of fp32's?).
+3. Quality at equal CPU time: the `cpu` preset (BPE) against the best-known small character-level recipe
+   (4 layers, 4 heads, 128 wide, context 64, batch 12, learning rate 1e-3 cosine to 1e-4, beta2 0.99, warmup
+   100, no dropout: nanoGPT's shakespeare_char shrunk for a CPU), here on bytes (the corpus is ASCII, so bytes
+   are characters), each for the same CPU time (`--budget-s`), in the precision `auto` picks, on the same 40
+   plays; bits per byte over every window of the 2 held-out plays and sample quality over 3 seeds, by the
+   same code (benchmarks/_budget.py).
+4. What `make run` reached: read from its run folder (data_dir()/runs/shakespeare-cpu), if it exists.
 
 Writes the `train` section of benchmarks/RESULTS.md.
 """
@@ -25,14 +32,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _budget import corpus_data, train_for_budget  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
 
 from gptlib.checkpoint import read_metrics  # noqa: E402
 from gptlib.corpus import data_dir  # noqa: E402
-from gptlib.data import DataConfig, prepare  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops  # noqa: E402
-from gptlib.pipeline import prepare_tokenizer  # noqa: E402
 from gptlib.train import TrainConfig, train  # noqa: E402
 
 
@@ -100,45 +106,87 @@ def make_run_summary() -> str:
     return "\n".join(lines) + "\n"
 
 
-def quality_per_minute(minutes: float, work: Path) -> list[dict]:
-    """Train the `cpu` shape with the BPE tokenizer and with bytes for the same wall time; bits per byte."""
-    root = data_dir()
+CHARACTER_RECIPE = {"vocab_size": 259, "n_layer": 4, "n_head": 4, "n_embd": 128, "context": 64, "micro_batch": 12,
+                    "grad_accum": 1, "max_lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99, "warmup_steps": 100,
+                    "dropout": 0.0, "attn_dropout": 0.0}  # fmt: skip
+
+
+def quality_at_equal_time(budget_s: float, work: Path) -> list[dict]:
+    """The `cpu` preset and the character recipe, each trained for `budget_s` of this CPU's time; their scores."""
     results = []
-    base = TrainConfig.preset("cpu")
-    for name, vocab in (("BPE", base.vocab_size), ("bytes", 259)):
-        tok_dir = root / "tokenizers" / f"shakespeare-{vocab}"
-        tokenizer, _ = prepare_tokenizer("shakespeare", vocab, tok_dir, progress=False)
-        shards = root / "shards" / f"shakespeare-{vocab}"
-        prepare(DataConfig(corpus="shakespeare", tokenizer=tok_dir, out=shards, val_fraction=0.05), progress=False,
-                tokenizer=tokenizer)  # fmt: skip
-        cfg = replace(base, shards=str(shards), tokenizer=str(tok_dir), out=str(work / f"{name}-probe"), max_steps=6,
-                      log_every=1, eval_every=1000, checkpoint_every=1000)  # fmt: skip
-        probe = [r for r in train(cfg, log=None, progress=False) if r["kind"] == "train"]
-        step_s = (probe[-1]["elapsed_s"] - probe[1]["elapsed_s"]) / (len(probe) - 2)
-        steps = max(10, int(minutes * 60 / step_s))
-        cfg = replace(cfg, out=str(work / name), max_steps=steps, eval_every=steps, eval_batches=1000,
-                      warmup_steps=min(base.warmup_steps, steps // 10))  # fmt: skip
-        started = time.perf_counter()
-        history = train(cfg, log=None, progress=False)
-        wall = time.perf_counter() - started
-        val = [r for r in history if r["kind"] == "val"][-1]
-        results.append({"name": name, "vocab": tokenizer.n_vocab, "steps": steps, "wall_s": wall,
-                        "tokens": steps * cfg.micro_batch * cfg.context, "val_loss": val["val_loss"],
-                        "val_bpb": val["val_bpb"]})  # fmt: skip
-        print(json.dumps(results[-1]), flush=True)
+    for name, fields in (("cpu preset (BPE)", {}), ("character recipe (bytes)", CHARACTER_RECIPE)):
+        cfg = TrainConfig.preset("cpu", **fields)
+        tok_dir, shards = corpus_data(cfg.vocab_size)
+        cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
+        results.append(train_for_budget(name.split()[0], cfg, budget_s, work))
+        results[-1]["name"] = name
+        print(json.dumps({k: v for k, v in results[-1].items() if k != "sample"}), flush=True)
     return results
+
+
+def precision_at_equal_steps(steps: int, work: Path) -> list[dict]:
+    """The `cpu` preset for `steps` steps in fp32 and in bf16, two seeds each; loss over the whole held-out split."""
+    tok_dir, shards = corpus_data(TrainConfig.preset("cpu").vocab_size)
+    rows = []
+    for precision in ("fp32", "bf16"):
+        for seed in (1337, 1338):
+            cfg = TrainConfig.preset("cpu", precision=precision, seed=seed, tokenizer=str(tok_dir), shards=str(shards),
+                                     out=str(work / f"{precision}-{seed}"), max_steps=steps, eval_every=steps,
+                                     eval_batches=0, checkpoint_every=steps, log_every=steps)  # fmt: skip
+            started = time.perf_counter()
+            val = [r for r in train(cfg, log=None, progress=False) if r["kind"] == "val"][-1]
+            rows.append({"precision": precision, "seed": seed, "val_loss": val["val_loss"], "val_bpb": val["val_bpb"],
+                         "wall_s": time.perf_counter() - started})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def quality_table(results: list[dict], budget_s: float) -> list[str]:
+    md = ["### The `cpu` recipe against the character recipe, at equal CPU time", "",
+          f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
+          "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
+          "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt `ROMEO:`, "
+          "temperature 0.8, top-k 50, seeds 0-2) against the training text.", "",
+          "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
+          "| longest blank run | stuttered words |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in results:
+        q = r["quality"]
+        speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
+        md.append(f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
+                  f"**{r['best_val_bpb']:.3f}** | {q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | "
+                  f"{len(q['stutters'])} |")  # fmt: skip
+    bpe, chars = results
+    md += ["", f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per byte "
+           f"({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).", ""]  # fmt: skip
+    for r in results:
+        md += [f"Sample of the {r['name']} (seed 0):", "", "```text", r["sample"].strip()[:1200], "```", ""]
+    return md
+
+
+def precision_table(rows: list[dict], steps: int) -> list[str]:
+    md = ["### bf16 against fp32 at equal steps", "",
+          f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the initial "
+          "weights and the order of the batches); validation over every window of the held-out plays.", "",
+          "| precision | seed | val loss (nats/token) | val bits/byte | wall (s, on a shared machine) |",
+          "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        md.append(f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | {r['wall_s']:.0f} |")
+    by = {p: [r["val_loss"] for r in rows if r["precision"] == p] for p in ("fp32", "bf16")}
+    noise = max(abs(v[0] - v[1]) for v in by.values())
+    gap = abs(sum(by["bf16"]) / 2 - sum(by["fp32"]) / 2)
+    md += ["", f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two seeds of "
+           f"one precision differ by up to {noise:.4f}: bf16 is {'within' if gap <= noise else 'outside'} the seed noise.", ""]  # fmt: skip
+    return md
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--minutes", type=float, default=4.0, help="wall time of each model in the quality comparison"
-    )
+    parser.add_argument("--budget-s", type=float, default=480.0, help="CPU seconds of training per model in the quality comparison")
+    parser.add_argument("--precision-steps", type=int, default=600, help="steps of each run in the bf16/fp32 comparison")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per throughput measurement")
-    parser.add_argument(
-        "--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)"
-    )
-    parser.add_argument("--skip-quality", action="store_true", help="leave out the BPE vs bytes comparison")
+    parser.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)")
+    parser.add_argument("--skip-quality", action="store_true", help="leave out the comparison with the character recipe")
+    parser.add_argument("--skip-precision", action="store_true", help="leave out the bf16/fp32 comparison")
     parser.add_argument("--skip-throughput", action="store_true", help="leave out the throughput table")
     args = parser.parse_args()
 
@@ -152,17 +200,16 @@ def main() -> int:
                 print(preset, precision, "compile" if compiled else "eager", r, flush=True)
 
     md = ["## Training (`benchmarks/train.py`)", "", machine_line(),
-          "The machine was shared with other work while this ran: absolute figures are noisy, ratios less so.", "",
+          "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less so.", "",
           "### Training step throughput on this CPU", "",
           "Forward under autocast, backward, clipping and a fused AdamW step on random tokens; MFU against the "
-          "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`).", "",
+          "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks bf16 "
+          "on this CPU: its bf16 matrix products run several times faster than fp32 ones.", "",
           "| preset | precision | torch.compile | tokens/s | MFU | vs fp32 eager | warm-up (s) |",
           "|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
     for preset, precision, compiled, r in rows:
         if "error" in r:
-            md.append(
-                f"| {preset} | {precision} | {'on' if compiled else 'off'} | failed: {r['error']} | | | |"
-            )
+            md.append(f"| {preset} | {precision} | {'on' if compiled else 'off'} | failed: {r['error']} | | | |")
             continue
         ref = next(x for p, q, c, x in rows if p == preset and q == "fp32" and not c)
         md.append(f"| {preset} | {precision} | {'on' if compiled else 'off'} | {r['tokens_per_s']:,.0f} | "
@@ -170,38 +217,15 @@ def main() -> int:
     if args.skip_throughput:
         md[-4:] = ["Not measured in this run (`--skip-throughput`).", ""]
     peaks = {q: x["peak_gflops"] for p, q, c, x in rows if "peak_gflops" in x}
-    md += [
-        "",
-        "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + "."
-        if peaks
-        else "",
-        "",
-    ]
+    if peaks:
+        md += ["", "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + ".", ""]
+    with tempfile.TemporaryDirectory(prefix="gptlib-bench-") as tmp:
+        if not args.skip_precision:
+            md += precision_table(precision_at_equal_steps(args.precision_steps, Path(tmp)), args.precision_steps)
+        if not args.skip_quality:
+            md += quality_table(quality_at_equal_time(args.budget_s, Path(tmp)), args.budget_s)
     md += ["### What `make run` reaches", "", make_run_summary()]
-    if args.skip_quality:
-        md += [
-            "### Quality per CPU minute: BPE vs characters",
-            "",
-            "Not measured in this run (`--skip-quality`).",
-        ]
-    if not args.skip_quality:
-        with tempfile.TemporaryDirectory(prefix="gptlib-bench-") as tmp:
-            results = quality_per_minute(args.minutes, Path(tmp))
-        bpe, chars = results
-        md += ["### Quality per CPU minute: BPE vs characters", "",
-               "The `cpu` preset's model and batch trained for the same wall time "
-               f"(about {args.minutes:g} min each) on the same 40 plays, evaluated on the same 2 held-out plays. Bits "
-               "per byte makes the two vocabularies comparable.", "",
-               "| tokens | vocab | steps | wall (min) | tokens seen | val loss (nats/token) | val bits/byte |",
-               "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for r in results:
-            md.append(f"| {r['name']} | {r['vocab']} | {r['steps']} | {r['wall_s'] / 60:.1f} | {r['tokens']:,d} | "
-                      f"{r['val_loss']:.3f} | **{r['val_bpb']:.3f}** |")  # fmt: skip
-        winner = "BPE" if bpe["val_bpb"] < chars["val_bpb"] else "bytes"
-        md += ["", f"Winner at equal wall time: **{winner}** ({bpe['val_bpb']:.3f} vs {chars['val_bpb']:.3f} bits/byte, "
-               f"ratio {chars['val_bpb'] / bpe['val_bpb']:.2f}x). Each BPE token carries several bytes, so the same "
-               "compute covers several times more text."]  # fmt: skip
-    md += ["", "### GPU", "",
+    md += ["### GPU", "",
            "`benchmarks/gpu_train.py` measures `gpt-25m` in fp16 + GradScaler and bf16, with and without "
            "torch.compile (tokens/s and MFU against the datasheet's dense peak); it needs a CUDA machine and "
            "has not been run for these results."]  # fmt: skip
