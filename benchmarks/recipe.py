@@ -9,6 +9,10 @@ at its best validation, plus the sample quality of that checkpoint over 3 seeds 
 for how the budget becomes a number of steps). Candidates stay inside the original design: sinusoidal
 positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
 
+Run it with OMP_NUM_THREADS=1 on a machine that other work shares: torch's threads spin while they wait for
+each other, and on an oversubscribed machine a 2-thread step then takes several times longer than a 1-thread
+one (the step counts, fixed by the quiet reference, are the same either way).
+
 Results are appended to benchmarks/recipe_runs.jsonl (a candidate already there is not run again; delete
 its line to re-run it); the table is written to the `recipe` section of benchmarks/RESULTS.md.
 """
@@ -38,12 +42,12 @@ CANDIDATES = {
     "r1-dropout": ("+ dropout 0.1 on embeddings and residual branches (attention kept fused)", {"dropout": 0.1}),
     "r1-v2048": ("vocabulary 2,048: a cheaper LM head, more tokens per byte", {"vocab_size": 2048}),
     "r1-lr3e-3": ("peak learning rate 3e-3 (and min 3e-4)", {"max_lr": 3e-3, "min_lr": 3e-4}),
+    "r1-v8192": ("vocabulary 8,192: fewer, longer tokens, a costlier LM head", {"vocab_size": 8192}),
     "r1-w192": ("narrower: 4 x 192, more steps", {"n_embd": 192, "n_head": 3}),
     "r1-compile": ("torch.compile, its compile time taken from the budget", {"compile": True}),
     "r1-batch16": ("16 sequences a step (fewer, larger steps)", {"micro_batch": 16}),
     "r1-ctx128": ("context 128, 16 sequences a step (same tokens a step)", {"context": 128, "micro_batch": 16}),
     "r1-l6w192": ("deeper and narrower: 6 x 192", {"n_layer": 6, "n_embd": 192, "n_head": 3}),
-    "r1-v8192": ("vocabulary 8,192: fewer, longer tokens, a costlier LM head", {"vocab_size": 8192}),
 }
 
 
