@@ -103,6 +103,8 @@ def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *
     history = train(cfg, log=log, progress=False)
     wall_s = time.perf_counter() - started
     val = [r for r in history if r["kind"] == "val"]
+    if not history or history[-1]["step"] < steps or not val:
+        raise RuntimeError(f"{name}: the run stopped before step {steps}; not scored")
     best = min(val, key=lambda r: r["val_loss"])
     train_records = [r for r in history if r["kind"] == "train"]
     model, tokenizer, meta = load_trained(cfg.out, "best")
