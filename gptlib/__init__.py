@@ -10,7 +10,8 @@ Modules:
 - `gptlib.files`: Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
-- `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop."""
+- `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
+- `gptlib.workers`: Worker processes: pools whose workers die with their parent, batches shared between helper processes and the caller, and the garbage collector paused while many small objects are made."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.
 # Importing gptlib touches no disk, network or GPU.

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HAND_WRITTEN = {"__init__.py", "__main__.py", "checkpoint.py", "cli.py", "config.py", "corpus.py", "files.py", "interop.py",
-                "pipeline.py", "display.py", "runtime.py"}
+                "pipeline.py", "display.py", "runtime.py", "workers.py"}
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 
 
