@@ -128,7 +128,7 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
     counts = {pair: sum(map(weight, holders)) for pair, holders in where.items()}
     heap = [(_CEILING - n) << 42 | ord(pair[0]) << 21 | ord(pair[1]) for pair, n in counts.items()]
     heapq.heapify(heap)
-    merges = []
+    merges, lefts, rights = [], defaultdict(list), defaultdict(list)  # neighbour -> the words it sits in
     while len(merges) < n_merges and heap:
         top = heap[0]
         ids = top & (1 << 42) - 1  # a << 21 | b
@@ -145,7 +145,8 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
         new_id = 256 + len(merges)
         new = chr(new_id)
         merges.append((ids >> 21, ids & 0x1FFFFF))
-        lefts, rights = defaultdict(list), defaultdict(list)  # neighbour -> the words it sits in
+        lefts.clear()
+        rights.clear()
         _merge_in_words(words, where.pop(ab), ab, new, lefts, rights)
         for x, holders in lefts.items():  # (x, a) became (x, new); (b, a) became (new, new)
             n = weights[holders[0]] if len(holders) == 1 else sum(map(weight, holders))
