@@ -102,8 +102,8 @@ def _merge_in_words(words: list[str], holders: list[int], ab: str, new: str, lef
     "Replace `ab` by `new` in the words that still hold it, grouping them by the neighbours of `new`."
     for index in holders:
         word = words[index]
-        left, found, right = word.partition(ab)
-        if not found: continue  # an earlier merge took this occurrence
+        if ab not in word: continue  # an earlier merge took this occurrence
+        left, _, right = word.partition(ab)
         if ab not in right:  # the usual case: one occurrence
             words[index] = left + new + right
             if left: lefts[left[-1]].append(index)
@@ -117,34 +117,33 @@ def _merge_in_words(words: list[str], holders: list[int], ab: str, new: str, lef
             i = word.find(new, i + 1)
 
 # %% ../notebooks/01_bpe.ipynb #c026
-_CEILING = 1 << 62  # a heap entry: (_CEILING - count) << 42 | a << 21 | b
-
-
 def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> list[tuple[int, int]]:
     """Learn up to `n_merges` merges (merge `i` makes id `256 + i`) from distinct chunks and their counts:
     rustbpe's merges exactly, incrementally. Stops when no pair is left; `progress(merges_done)` every 256."""
     words, weights, where = _words_of(chunk_counts)
     weight = weights.__getitem__
     counts = {pair: sum(map(weight, holders)) for pair, holders in where.items()}
-    heap = [(_CEILING - n) << 42 | ord(pair[0]) << 21 | ord(pair[1]) for pair, n in counts.items()]
+    ceiling, bits = max(counts.values(), default=0) + 1, (255 + n_merges).bit_length()  # no count exceeds ceiling
+    shift, mask, ones = 2 * bits, (1 << 2 * bits) - 1, (1 << bits) - 1  # an entry: ceiling - count, a, b
+    heap = [(ceiling - n) << shift | ord(pair[0]) << bits | ord(pair[1]) for pair, n in counts.items()]
     heapq.heapify(heap)
     merges, lefts, rights = [], defaultdict(list), defaultdict(list)  # neighbour -> the words it sits in
     while len(merges) < n_merges and heap:
         top = heap[0]
-        ids = top & (1 << 42) - 1  # a << 21 | b
-        a, b = chr(ids >> 21), chr(ids & 0x1FFFFF)
+        ids = top & mask  # a << bits | b
+        a, b = chr(ids >> bits), chr(ids & ones)
         ab = a + b
         n = counts[ab]
-        if n != _CEILING - (top >> 42):  # out of date: put it back with its count now, or drop it
+        if n != ceiling - (top >> shift):  # out of date: put it back with its count now, or drop it
             if n:
-                heapq.heapreplace(heap, (_CEILING - n) << 42 | ids)
+                heapq.heapreplace(heap, (ceiling - n) << shift | ids)
             else:
                 heapq.heappop(heap)
             continue
         heapq.heappop(heap)
         new_id = 256 + len(merges)
         new = chr(new_id)
-        merges.append((ids >> 21, ids & 0x1FFFFF))
+        merges.append((ids >> bits, ids & ones))
         lefts.clear()
         rights.clear()
         _merge_in_words(words, where.pop(ab), ab, new, lefts, rights)
@@ -154,14 +153,14 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
             pair = x + new
             counts[pair] = n
             where[pair] = holders
-            heapq.heappush(heap, (_CEILING - n) << 42 | ord(x) << 21 | new_id)
+            heapq.heappush(heap, (ceiling - n) << shift | ord(x) << bits | new_id)
         for y, holders in rights.items():  # (b, y) became (new, y)
             n = weights[holders[0]] if len(holders) == 1 else sum(map(weight, holders))
             counts[b + y] -= n
             pair = new + y
             counts[pair] = n
             where[pair] = holders
-            heapq.heappush(heap, (_CEILING - n) << 42 | new_id << 21 | ord(y))
+            heapq.heappush(heap, (ceiling - n) << shift | new_id << bits | ord(y))
         del counts[ab]
         if progress is not None and not len(merges) % 256:
             progress(len(merges))
