@@ -5,7 +5,8 @@ side by side on the embedded Shakespeare corpus (same split pattern, same machin
 
 Measures training time at three vocabulary sizes (and checks the merges equal rustbpe's), encoding
 throughput single-thread and batched, and bytes per token on a held-out play. Each timing is the best of
-a few runs (the machine may be shared); it rewrites the `tokenizer` section of benchmarks/RESULTS.md.
+a few runs, the contenders taking turns (the machine may be shared); the spread across the runs and the
+load average are reported with it. It rewrites the `tokenizer` section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tokenizers.models import BPE  # noqa: E402
 
 from benchmarks._results import machine_line, write_section  # noqa: E402
 from gptlib.corpus import open_corpus  # noqa: E402
+from gptlib.interop import export_tokenizer  # noqa: E402
 from gptlib.tokenizer import GPT4_PATTERN, SPECIAL_TOKENS, Tokenizer, count_chunks, train_merges  # noqa: E402
 
 HELD_OUT = "tempest_gut"
@@ -47,16 +49,22 @@ def timed(fn):
 
 
 def best_round_robin(repeats: int, cases: dict) -> dict:
-    """name -> (best wall, best CPU, last result). The cases run in turn, round after round, so that a
-    burst of load from other work on the machine hits all of them alike."""
-    best = {name: (float("inf"), float("inf"), None) for name in cases}
+    """name -> (best wall, best CPU, last result, every wall time). The cases run in turn, round after
+    round, so that a burst of load from other work on the machine hits all of them alike."""
+    best = {name: (float("inf"), float("inf"), None, []) for name in cases}
     for round_index in range(repeats):
         for name, (fn, rounds) in cases.items():
             if round_index >= rounds:
                 continue
             wall, cpu, result = timed(fn)
-            best[name] = (min(best[name][0], wall), min(best[name][1], cpu), result)
+            walls = best[name][3] + [wall]
+            best[name] = (min(best[name][0], wall), min(best[name][1], cpu), result, walls)
     return best
+
+
+def spread(walls: list[float]) -> str:
+    "The slowest run against the best, in percent: how much the shared machine moved the times."
+    return f"+{100 * (max(walls) / min(walls) - 1):.0f}%"
 
 
 def train_rustbpe(texts, vocab_size):
@@ -101,8 +109,9 @@ def first_difference(ours: Tokenizer, reference) -> str:
 def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokenizer]]:
     rows = [
         "| vocab | merges made | gptlib wall s (split + merges) | rustbpe wall s | HF tokenizers wall s "
-        "| gptlib / rustbpe, wall | gptlib / rustbpe, CPU | gptlib / HF, wall | first rank differing from rustbpe |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| gptlib / rustbpe, wall | gptlib / rustbpe, CPU | gptlib / HF, wall | slowest run vs best: gptlib, rustbpe "
+        "| first rank differing from rustbpe |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     trained = {}
     for vocab in sizes:
@@ -117,13 +126,13 @@ def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokeni
                 "hf": (lambda v=vocab: train_hf(texts, v), max(1, repeats // 2)),
             },
         )
-        (t_ours, cpu_ours, ours), (t_rust, cpu_rust, rust) = best["gptlib"], best["rustbpe"]
+        (t_ours, cpu_ours, ours, walls_ours), (t_rust, cpu_rust, rust, walls_rust) = best["gptlib"], best["rustbpe"]
         t_split, t_merge, t_hf = best["split"][0], best["merges"][0], best["hf"][0]
         trained[vocab] = ours
         rows.append(
             f"| {vocab:,d} | {ours.train_stats.merges:,d} | {t_ours:.2f} ({t_split:.2f} + {t_merge:.2f}) "
             f"| {t_rust:.2f} | {t_hf:.2f} | {t_ours / t_rust:.2f}x | {cpu_ours / cpu_rust:.2f}x "
-            f"| {t_ours / t_hf:.2f}x | {first_difference(ours, rust)} |"
+            f"| {t_ours / t_hf:.2f}x | {spread(walls_ours)}, {spread(walls_rust)} | {first_difference(ours, rust)} |"
         )
         print(rows[-1], flush=True)
     return rows, trained
@@ -134,7 +143,7 @@ def encoding_section(texts, tokenizer: Tokenizer, repeats) -> list[str]:
     workers = min(os.cpu_count() or 1, 8)
     encoding = tokenizer.tiktoken_encoding()
     with tempfile.TemporaryDirectory() as folder:
-        tokenizer.save(folder)
+        export_tokenizer(tokenizer, folder)
         hf = HFTokenizer.from_file(str(Path(folder) / "hf" / "tokenizer.json"))
     hf.encode_special_tokens = True
 
@@ -167,7 +176,7 @@ def encoding_section(texts, tokenizer: Tokenizer, repeats) -> list[str]:
     best = best_round_robin(repeats, {name: (fn, repeats) for name, _, fn in cases})
     results = {}
     for name, threads, _ in cases:
-        seconds, _, ids = best[name]
+        seconds, _, ids, _ = best[name]
         if ids != warm_ids:
             raise AssertionError(f"{name} gives different ids from gptlib's pure-Python encoder")
         results[name] = (threads, mb / seconds)
@@ -225,9 +234,9 @@ def main() -> int:
             *train_rows,
             "",
             "gptlib splits the corpus in its own process plus one helper process per other CPU, then runs the "
-            "merge loop in one Python process; rustbpe splits with rayon threads. The CPU ratio compares total CPU seconds (all threads and "
-            "worker processes), which a busy machine disturbs less than wall time. HF tokenizers uses its own "
-            "tie-break, so its merges differ.",
+            "merge loop in one Python process; rustbpe splits with rayon threads. The CPU ratio compares total CPU "
+            "seconds (all threads and worker processes), which a busy machine disturbs less than wall time. HF "
+            "tokenizers uses its own tie-break, so its merges differ.",
             "",
             "### Encoding throughput (vocab 8,192, whole corpus, ids checked equal across all encoders)",
             "",

@@ -109,28 +109,35 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _utf8_text(data: bytes, where: str) -> str:
+    "`data` decoded as UTF-8, or a ValueError naming `where` and the first byte that is not UTF-8."
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where} is not valid UTF-8 (byte {e.start}: {e.reason})") from e
+
+
 def _tokenizer_encode(args: argparse.Namespace) -> int:
     import json
+    import os
 
     from gptlib.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.load(args.tokenizer)
-    if args.file is not None:
-        try:
-            text = args.file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{args.file} is not valid UTF-8 (byte {e.start}: {e.reason})") from e
+    if args.file is not None:  # --file, --text and stdin refuse bytes that are not UTF-8 alike
+        if args.file.is_dir():
+            raise ValueError(f"--file {args.file} is a folder: give the path of a text file")
+        text = _utf8_text(args.file.read_bytes(), str(args.file))
     elif args.text is not None:
-        text = args.text
+        text = _utf8_text(os.fsencode(args.text), "--text")  # argv keeps bytes that are not UTF-8 as surrogates
     else:
-        text = sys.stdin.read()
+        text = _utf8_text(sys.stdin.buffer.read(), "stdin")
     ids = tokenizer.encode(text, allowed_special="all" if args.allow_special else "none")
-    if args.show:
-        pieces = [tokenizer.decode([i]) for i in ids]
-        print("|".join(piece.replace("\n", "\\n") for piece in pieces))
+    if args.show:  # a JSON list of the tokens' texts: unambiguous whatever characters the text holds
+        print(json.dumps([tokenizer.decode([i]) for i in ids], ensure_ascii=False))
     else:
         print(json.dumps(ids))
-    n_bytes = len(text.encode("utf-8", "replace"))
+    n_bytes = len(text.encode("utf-8"))
     print(
         f"{len(ids):,d} tokens, {n_bytes:,d} bytes ({n_bytes / max(1, len(ids)):.2f} bytes per token)",
         file=sys.stderr,
@@ -182,7 +189,9 @@ def _add_tokenizer(sub) -> None:
     encode.add_argument(
         "--allow-special", action="store_true", help="turn <|bos|>, <|eos|>, <|pad|> into their ids"
     )
-    encode.add_argument("--show", action="store_true", help="print the tokens between bars instead of ids")
+    encode.add_argument(
+        "--show", action="store_true", help="print the tokens as a JSON list of their texts instead of ids"
+    )
     encode.set_defaults(func=_tokenizer_encode)
     decode = verbs.add_parser("decode", help="print the text of a JSON list of ids")
     decode.add_argument(

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HAND_WRITTEN = {"__init__.py", "__main__.py", "checkpoint.py", "cli.py", "config.py", "corpus.py", "exercises.py", "files.py",
-                "interop.py", "quality.py",
-                "pipeline.py", "display.py", "runtime.py"}
+HAND_WRITTEN = {"__init__.py", "__main__.py", "checkpoint.py", "cli.py", "config.py", "corpus.py", "display.py",
+                "exercises.py", "files.py", "interop.py", "pipeline.py", "quality.py", "runtime.py", "workers.py"}
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 
 

@@ -1,0 +1,222 @@
+"""The tokenizer's command line under faults: each bad input or failing disk ends in one line `error: ...` on
+stderr and exit code 2 (no traceback), leaves what was on disk as it was, and a killed `tokenizer train`
+leaves no worker process behind."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import gptlib.interop
+import gptlib.tokenizer
+from gptlib.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gptlib(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    "`python -m gptlib ARGS` in a child process, with this checkout's gptlib first on the path."
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=120, **kwargs)
+
+
+def _one_error_line(stderr: str) -> str:
+    "The message of the single `error: ...` line that `stderr` must be."
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0].removeprefix("error: ")
+
+
+def _fails(capsys, argv: list[str]) -> str:
+    "Run the command line in this process; it must exit with 2 and one error line, which is returned."
+    assert cli_main(argv) == 2
+    return _one_error_line(capsys.readouterr().err)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the cat sat on the mat, and the dog sat on the log. " * 40, encoding="utf-8")
+    (folder / "b.txt").write_text("a rat ran at the hat; that cat is the fat one! " * 40, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def trained(corpus, tmp_path, capsys) -> Path:
+    "A tokenizer folder written by `tokenizer train`."
+    out = tmp_path / "tok"
+    assert cli_main(["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "280", "--out", str(out),
+                     "-q", "--workers", "1"]) == 0  # fmt: skip
+    capsys.readouterr()
+    return out
+
+
+def _no_training(monkeypatch) -> None:
+    "Make any attempt to train fail the test: the command line must refuse before it starts."
+
+    def count_chunks(*args, **kwargs):
+        raise AssertionError("training started before the output folder was checked")
+
+    monkeypatch.setattr(gptlib.tokenizer, "count_chunks", count_chunks)
+
+
+# --- tokenizer train: where the tokenizer goes ------------------------------------------------------------
+
+
+def test_train_refuses_an_existing_tokenizer_before_training(corpus, trained, capsys, monkeypatch):
+    before = _snapshot(trained)
+    _no_training(monkeypatch)
+    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "290", "--out", str(trained), "-q"]
+    assert _fails(capsys, argv) == f"{trained} already holds a tokenizer: choose another folder or pass --overwrite"
+    assert _snapshot(trained) == before
+
+
+def test_train_with_overwrite_replaces_an_existing_tokenizer(corpus, trained, capsys):
+    old = json.loads((trained / "tokenizer.json").read_text())
+    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "275", "--out", str(trained), "-q",
+            "--workers", "1", "--overwrite"]  # fmt: skip
+    assert cli_main(argv) == 0
+    new = json.loads((trained / "tokenizer.json").read_text())
+    assert new["fingerprint"] != old["fingerprint"] and new["n_vocab"] < old["n_vocab"]
+
+
+def test_train_refuses_an_output_that_is_a_file_before_training(corpus, tmp_path, capsys, monkeypatch):
+    target = tmp_path / "notes.txt"
+    target.write_text("not a folder")
+    _no_training(monkeypatch)
+    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "280", "--out", str(target), "-q"]
+    assert _fails(capsys, argv) == f"{target} exists and is not a folder"
+    assert target.read_text() == "not a folder"
+
+
+def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, trained, capsys, monkeypatch):
+    before = _snapshot(trained)
+    writes = []
+
+    def full_disk_on_the_third_write(path, data, durable=True):
+        writes.append(path)
+        if len(writes) == 3:  # tokenizer.json and tokenizer.vocab are written, the exports are not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real_atomic_write(path, data, durable)
+
+    real_atomic_write = gptlib.tokenizer.atomic_write
+    monkeypatch.setattr(gptlib.tokenizer, "atomic_write", full_disk_on_the_third_write)
+    monkeypatch.setattr(gptlib.interop, "atomic_write", full_disk_on_the_third_write)
+    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "275", "--out", str(trained), "-q",
+            "--workers", "1", "--overwrite"]  # fmt: skip
+    message = _fails(capsys, argv)
+    assert len(writes) == 3 and message == f"No space left on device: {writes[2]}"
+    assert _snapshot(trained) == before, "the old tokenizer changed"
+    assert sorted(p.name for p in trained.parent.iterdir()) == ["corpus", "tok"], "a half-written folder is left"
+
+
+# --- tokenizer encode: what it reads and what it prints ---------------------------------------------------
+
+
+def test_encode_refuses_a_folder_as_file(trained, corpus, capsys):
+    argv = ["tokenizer", "encode", "--tokenizer", str(trained), "--file", str(corpus)]
+    assert _fails(capsys, argv) == f"--file {corpus} is a folder: give the path of a text file"
+
+
+def test_encode_refuses_invalid_utf8_alike_on_stdin_and_from_a_file(trained, tmp_path):
+    bad = b"caf\xe9 au lait"  # Latin-1, not UTF-8: byte 3 starts a sequence that the space breaks
+    (tmp_path / "bad.txt").write_bytes(bad)
+    from_stdin = _gptlib("tokenizer", "encode", "--tokenizer", str(trained), input=bad)
+    from_file = _gptlib("tokenizer", "encode", "--tokenizer", str(trained), "--file", str(tmp_path / "bad.txt"))
+    assert from_stdin.returncode == from_file.returncode == 2
+    assert from_stdin.stdout == from_file.stdout == b""
+    on_stdin = _one_error_line(from_stdin.stderr.decode())
+    assert on_stdin == "stdin is not valid UTF-8 (byte 3: invalid continuation byte)"
+    assert _one_error_line(from_file.stderr.decode()) == on_stdin.replace("stdin", str(tmp_path / "bad.txt"))
+
+
+def test_encode_reads_valid_utf8_on_stdin(trained):
+    done = _gptlib("tokenizer", "encode", "--tokenizer", str(trained), input="the café".encode())
+    assert done.returncode == 0
+    ids = json.loads(done.stdout)
+    assert gptlib.tokenizer.Tokenizer.load(trained).decode(ids) == "the café"
+
+
+def test_encode_show_is_unambiguous_on_text_with_bars(trained, capsys):
+    text = "a|b || the cat|"
+    assert cli_main(["tokenizer", "encode", "--tokenizer", str(trained), "--show", "--text", text]) == 0
+    pieces = json.loads(capsys.readouterr().out)
+    tokenizer = gptlib.tokenizer.Tokenizer.load(trained)
+    assert pieces == [tokenizer.decode([i]) for i in tokenizer.encode(text)]
+    assert "".join(pieces) == text and "|" in pieces
+
+
+# --- worker processes die with the command ----------------------------------------------------------------
+
+
+def _children(pid: int) -> dict[int, str]:
+    "pid -> start time (field 22 of /proc/PID/stat, to tell a reused pid apart) of the live children of `pid`."
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        state, ppid, started = fields[0], int(fields[1]), fields[19]
+        if ppid == pid and state not in "ZX":
+            found[int(stat.parent.name)] = started
+    return found
+
+
+def _alive(pid: int, started: str) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[19] == started and fields[0] not in "ZX"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds child processes through /proc")
+@pytest.mark.parametrize("signal_number", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_killed_train_leaves_no_worker_process(tmp_path, shakespeare_texts, signal_number):
+    corpus = tmp_path / "corpus"  # the plays ten times over, about 50 MB: seconds of splitting
+    corpus.mkdir()
+    for copy in range(10):
+        for play in sorted(shakespeare_texts.glob("*.txt")):
+            shutil.copy(play, corpus / f"{copy}-{play.name}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "gptlib", "tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "300",
+               "--out", str(tmp_path / "tok"), "--workers", "3", "-q"]  # fmt: skip
+    parent = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = {}
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and parent.poll() is None and time.monotonic() < deadline:
+            workers = _children(parent.pid)  # the two helper processes that split the corpus
+            time.sleep(0.02)
+        assert len(workers) == 2, f"expected 2 worker processes while splitting, saw {workers}"
+        assert all(_alive(pid, started) for pid, started in workers.items()), "the split ended too soon"
+        parent.send_signal(signal_number)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 10  # the watchdog thread polls every 0.5 s; Linux kills at once
+        while any(_alive(pid, started) for pid, started in workers.items()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = [pid for pid, started in workers.items() if _alive(pid, started)]
+        assert not survivors, f"worker processes {survivors} outlived their parent"
+    finally:
+        for pid, started in workers.items():  # never leave orphans behind, even when the test fails
+            if _alive(pid, started):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
