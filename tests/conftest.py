@@ -20,6 +20,14 @@ def shakespeare_texts():
 
 
 @pytest.fixture(scope="session")
+def corpus_texts(shakespeare_texts):
+    "The texts of the embedded corpus, in its stable order (test_data.py has its own, smaller set)."
+    from gptlib.corpus import open_corpus
+
+    return [doc.text for doc in open_corpus("shakespeare")]
+
+
+@pytest.fixture(scope="session")
 def small_data(tmp_path_factory, shakespeare_texts):
     """Three plays, a 300-id tokenizer and their shards (a third of the documents for validation), for
     the training tests: `small_data / "tokenizer"`, `small_data / "shards"`."""

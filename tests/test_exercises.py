@@ -105,14 +105,16 @@ def test_solution_files_say_what_they_hold_and_import_only_what_the_notebooks_ha
 
 
 def _merge(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+    "`ids` with `pair` replaced by `new_id`, left to right without overlaps (the wrong answers' shared part)."
+    out, skip = [], False
+    for a, b in zip(ids, [*ids[1:], None]):
+        if skip:
+            skip = False
+        elif (a, b) == pair:
             out.append(new_id)
-            i += 2
+            skip = True
         else:
-            out.append(ids[i])
-            i += 1
+            out.append(a)
     return out
 
 

@@ -8,7 +8,6 @@ import base64
 
 import pytest
 
-from gptlib.corpus import open_corpus
 from gptlib.interop import export_tokenizer, tiktoken_ranks_text
 from gptlib.tokenizer import GPT4_PATTERN, Tokenizer
 
@@ -30,11 +29,6 @@ HARD_STRINGS = [
     "text <|bos|> more <|eos|><|pad|> end <|unknown|>",
     "\u2028\u2029\u00a0\u1680\u3000 odd spaces",
 ]
-
-
-@pytest.fixture(scope="module")
-def corpus_texts(shakespeare_texts):
-    return [doc.text for doc in open_corpus("shakespeare")]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 import gptlib.tokenizer as tokmod
 from gptlib.cli import main as cli_main
-from gptlib.corpus import open_corpus
 from gptlib.tokenizer import (
     GPT4_PATTERN,
     SPECIAL_TOKENS,
@@ -60,11 +59,6 @@ HARD_STRINGS = [
     "\u2028\u2029\u00a0\u1680\u3000 odd spaces",
     "tab\tsep\tvalues\n",
 ]
-
-
-@pytest.fixture(scope="module")
-def corpus_texts(shakespeare_texts):
-    return [doc.text for doc in open_corpus("shakespeare")]
 
 
 @pytest.fixture(scope="module")
