@@ -25,7 +25,7 @@ from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
 from gptlib.model import GPT
 from gptlib.optim import choose_precision, make_adamw
-from gptlib.pipeline import prepare_tokenizer
+from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
 from gptlib.quality import TrainingText, sample_quality
 from gptlib.train import TrainConfig, sample_text, train
 
@@ -87,7 +87,7 @@ def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[float, float]
 
 
 def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *, n_evals: int = 6,
-                     step_s: float | None = None, log=None) -> dict:  # fmt: skip
+                     step_s: float | None = None, log=None, prompt: str = PROMPT) -> dict:  # fmt: skip
     """Train `cfg` (shards, tokenizer and vocab_size set) for about `budget_s` seconds of this CPU's time and
     score it. Returns the figures of the run."""
     probe_s, warmup_s = probe_step_seconds(cfg)
@@ -108,7 +108,7 @@ def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *
     best = min(val, key=lambda r: r["val_loss"])
     train_records = [r for r in history if r["kind"] == "train"]
     model, tokenizer, meta = load_trained(cfg.out, "best")
-    samples = [sample_text(model, tokenizer, "ROMEO:", 300, temperature=0.8, top_k=50, seed=s) for s in SAMPLE_SEEDS]
+    samples = [sample_text(model, tokenizer, prompt, 300, seed=s, **SAMPLING) for s in SAMPLE_SEEDS]
     training = TrainingText.from_split(open_split(cfg.shards, "train"), tokenizer)
     n_train = len(open_split(cfg.shards, "train"))
     tokens_seen = steps * cfg.micro_batch * cfg.grad_accum * cfg.context

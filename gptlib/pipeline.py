@@ -29,8 +29,9 @@ from .quality import TrainingText, reference_losses, sample_quality
 from .tokenizer import Tokenizer
 from .train import TrainConfig, sample_text, train
 
-__all__ = ["TRAINED_ON", "SAMPLING", "prepare_tokenizer", "run_pipeline"]
+__all__ = ["TRAINED_ON", "PROMPT", "SAMPLING", "prepare_tokenizer", "run_pipeline"]
 
+PROMPT = "Romeo.\n"  # a speaker heading as the corpus writes them (name, full stop, new line)
 SAMPLING = {"temperature": 0.8, "top_k": 50}  # how `make run` samples from the best checkpoint
 SAMPLE_SEEDS = 3  # samples whose quality is measured; the first is printed
 
@@ -54,7 +55,7 @@ def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = 
     return tokenizer, False
 
 
-def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare", prompt: str = "ROMEO:",
+def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare", prompt: str = PROMPT,
                  sample_tokens: int = 300, overrides: dict | None = None, log=print, progress: bool = True,
                  callback=None) -> dict:  # fmt: skip
     """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and plots,

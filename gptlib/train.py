@@ -113,7 +113,7 @@ def evaluate(model, batches, byte_lengths: torch.Tensor, precision, dist: Distri
     Sums stay on the device (float64) and are added over the ranks once, at the end: one host sync."""
     was_training = model.training
     model.eval()
-    totals = None
+    totals = torch.zeros(4, dtype=torch.float64, device=byte_lengths.device)  # loss, text loss, tokens, bytes
     for x, y in batches:
         with precision.autocast():
             logits, _ = model(x)  # (B, T, V)
@@ -121,14 +121,12 @@ def evaluate(model, batches, byte_lengths: torch.Tensor, precision, dist: Distri
         nbytes = byte_lengths[y.flatten()]  # (B*T,) raw bytes of each target token, 0 for a special token
         sums = torch.stack([nll.sum(), torch.where(nbytes > 0, nll, 0.0).sum()]).double()
         counts = torch.stack([torch.tensor(y.numel(), device=y.device), nbytes.sum()]).double()
-        batch = torch.cat([sums, counts])  # (4,): loss, text loss, tokens, bytes
-        totals = batch if totals is None else totals + batch
+        totals += torch.cat([sums, counts])  # (4,)
     model.train(was_training)
-    assert totals is not None, "evaluation saw no batch"
     if dist is not None:
         dist.all_reduce_sum(totals)
     nll_sum, nll_text, n_tokens, n_bytes = totals.tolist()
-    assert n_tokens > 0 and n_bytes > 0, "evaluation saw no tokens"
+    assert n_tokens > 0 and n_bytes > 0, "evaluation saw no batch"
     return {"val_loss": nll_sum / n_tokens, "val_bpb": nll_text / (math.log(2) * n_bytes), "val_tokens": int(n_tokens)}
 
 # %% ../notebooks/06_training.ipynb #training-030
@@ -225,8 +223,7 @@ def setup(cfg: TrainConfig, dist: Distributed, log=None, callback=None) -> Train
 
 # %% ../notebooks/06_training.ipynb #training-030f
 def _resume_or_start(s: TrainState) -> str:
-    """Restore the newest intact checkpoint (everything must match the config, else refuse), or seed a new
-    run; say which."""
+    "Restore the newest intact checkpoint (it must match the config, else refuse), or seed a new run; say which."
     cfg, run = s.cfg, Path(s.cfg.out)
     if s.dist.is_main:
         remove_stale_temporaries(run / "checkpoints")  # half-written checkpoints of a killed run
@@ -280,10 +277,9 @@ def save(s: TrainState) -> None:
 
 # %% ../notebooks/06_training.ipynb #training-030j
 def train(cfg: TrainConfig, *, until_step: int | None = None, callback=None, log=print, progress: bool = True) -> list[dict]:
-    """Train (or resume) the run in `cfg.out`; return its records (`kind`: train, val or event), also in
-    `metrics.jsonl`. `callback(record)` sees each record (a live plot), `log(line)` prints it (None: silent),
-    `progress` shows a bar. `until_step`, SIGINT and SIGTERM stop after a checkpoint (the last record then
-    says `"stopped"`). Under `torchrun`, each process trains on its own windows."""
+    """Train (or resume) the run in `cfg.out`; return its records (also in `metrics.jsonl`). `callback(record)`
+    sees each record, `log(line)` prints it (None: silent). `until_step`, SIGINT and SIGTERM stop after a
+    checkpoint (the last record then says `"stopped"`)."""
     if not cfg.shards or not cfg.tokenizer or not cfg.out:
         raise ValueError("TrainConfig needs shards=, tokenizer= and out= folders")
     dist = setup_distributed(cfg.device)
@@ -295,7 +291,7 @@ def train(cfg: TrainConfig, *, until_step: int | None = None, callback=None, log
     finally:
         dist.close()
 
-
+# %% ../notebooks/06_training.ipynb #training-030l
 def _loop(s: TrainState, stop: StopRequest, until_step: int | None, progress: bool) -> None:
     cfg, dist = s.cfg, s.dist
     meter = Throughput(cfg.micro_batch * cfg.grad_accum * cfg.context, s.model.flops_per_token(), s.peak, dist.device,
