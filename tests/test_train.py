@@ -23,7 +23,7 @@ from gptlib.checkpoint import (
 )
 from gptlib.cli import config_from_args, train_parser
 from gptlib.data import read_manifest
-from gptlib.pipeline import run_pipeline
+from gptlib.pipeline import PROMPT, run_pipeline
 from gptlib.runtime import compile_or_fallback
 from gptlib.train import TrainConfig, evaluate, sample_text, train
 
@@ -246,7 +246,7 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
     overrides = {"vocab_size": 300, "max_steps": 6, "eval_every": 3, "checkpoint_every": 3, "micro_batch": 4, "context": 32}
     first = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
     assert (Path(first["run"]) / "training.png").stat().st_size > 1000
-    assert (Path(first["run"]) / "sample.txt").read_text().startswith("ROMEO:")
+    assert (Path(first["run"]) / "sample.txt").read_text().startswith(PROMPT)  # the default prompt
     assert first["step"] == 6 and first["val_bpb"] > 0
     capsys.readouterr()
     second = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
