@@ -48,6 +48,10 @@ CANDIDATES = {
     "r1-batch16": ("16 sequences a step (fewer, larger steps)", {"micro_batch": 16}),
     "r1-ctx128": ("context 128, 16 sequences a step (same tokens a step)", {"context": 128, "micro_batch": 16}),
     "r1-l6w192": ("deeper and narrower: 6 x 192", {"n_layer": 6, "n_embd": 192, "n_head": 3}),
+    # round 2: 3e-3 was far worse than 2e-3, so lower rates; and more weight decay against the train/val gap
+    "r2-lr1e-3": ("peak learning rate 1e-3 (and min 1e-4)", {"max_lr": 1e-3, "min_lr": 1e-4}),
+    "r2-lr1.4e-3": ("peak learning rate 1.4e-3 (and min 1.4e-4)", {"max_lr": 1.4e-3, "min_lr": 1.4e-4}),
+    "r2-wd0.3": ("weight decay 0.3 (from 0.1)", {"weight_decay": 0.3}),
 }
 
 

@@ -9,6 +9,7 @@ split for validation."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +94,7 @@ class WindowBatches(Dataset):
     def __getstate__(self):  # sent to worker processes without the cached order
         return {**self.__dict__, "_epoch": None, "_order": None}
 
-# %% ../notebooks/03_loader.ipynb #81931217
+# %% ../notebooks/03_loader.ipynb #endless-steps
 class _EndlessSteps(Sampler):
     """Batch numbers `start, start + 1, ...` forever; `start` is read each time iteration begins."""
 
@@ -103,13 +104,54 @@ class _EndlessSteps(Sampler):
     def __iter__(self):
         return itertools.count(self.start)
 
+# %% ../notebooks/03_loader.ipynb #worker-helpers
+def _worker_loader(dataset: WindowBatches, num_workers: int, pin_memory: bool) -> DataLoader:
+    """A `DataLoader` whose persistent workers make whole batches of `dataset` ahead of time, two each, in the
+    order of an endless sampler: batch `loader.sampler.start` first."""
+    # its own generator: starting workers draws their base seed from it, not from torch's global RNG,
+    # so the training loop's random numbers (dropout) are the same with and without workers
+    return DataLoader(dataset, batch_size=None, sampler=_EndlessSteps(), num_workers=num_workers, prefetch_factor=2,
+                      persistent_workers=True, pin_memory=pin_memory, generator=torch.Generator().manual_seed(dataset.seed))  # fmt: skip
 
-class BatchLoader:
-    """An endless, seeded, resumable stream of `(x, y)` int64 batches of shape (B, T) on `device`, read
-    from the memory-mapped shards of `split`. `state_dict()` is `{"epoch", "position", "seed"}`; loading it
-    yields exactly the batches that followed when it was saved. Rank `rank` of `world_size` sees its own
-    disjoint windows. The shards are validated on construction (`checksums=False`: sizes only; a passed
-    check is remembered per file for the life of the process)."""
+
+def _batches_from(dataset: WindowBatches, step: int, loader: DataLoader | None) -> Iterator:
+    """Batches `step, step + 1, ...` of `dataset`: computed in this process when there is no `loader`, else by
+    its workers, restarted at `step` (persistent workers drop the batches they had prefetched)."""
+    if loader is None:
+        return map(dataset.__getitem__, itertools.count(step))
+    loader.sampler.start = step
+    return iter(loader)
+
+
+def _to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, pin_memory: bool):
+    "The batch on `device`; from pinned (page-locked) host memory, the copy to a GPU runs asynchronously."
+    if device.type == "cpu":
+        return x, y
+    if pin_memory and not x.is_pinned():
+        x, y = x.pin_memory(), y.pin_memory()
+    return x.to(device, non_blocking=pin_memory), y.to(device, non_blocking=pin_memory)
+
+# %% ../notebooks/03_loader.ipynb #loader-state
+def _step_of(state, batches_per_epoch: int) -> int:
+    """The batches handed out by a loader whose `state_dict()` was `state`, once `state` is checked against a
+    loader with `batches_per_epoch` batches an epoch."""
+    if not isinstance(state, dict) or set(state) != {"epoch", "position", "seed"}:
+        raise ValueError(f"a loader state is a dict with keys epoch, position, seed; got {state!r}")
+    for key, value in state.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"loader state {key} must be a non-negative int, got {value!r}")
+    if state["position"] >= batches_per_epoch:
+        raise ValueError(
+            f"loader state position {state['position']} is beyond this loader's {batches_per_epoch} batches "
+            "an epoch: was it saved with another batch size, context, world size or split?"
+        )
+    return state["epoch"] * batches_per_epoch + state["position"]
+
+# %% ../notebooks/03_loader.ipynb #81931217
+class BatchLoader(Iterator):
+    """An endless, seeded, resumable stream of `(x, y)` int64 batches (B, T) on `device` from the memory-mapped
+    shards of `split` (verified on construction; `checksums=False`: sizes only), rank `rank` of `world_size` seeing
+    its own windows. `state_dict()` is `{"epoch", "position", "seed"}`; loading it resumes the stream exactly."""
 
     def __init__(self, shards: Path, split: str, batch_size: int, context: int, *, seed: int = 0, rank: int = 0,
                  world_size: int = 1, num_workers: int = 2, device="cpu", tokenizer=None, checksums: bool = True):  # fmt: skip
@@ -117,13 +159,10 @@ class BatchLoader:
             raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
         self.tokens = open_split(shards, split, tokenizer, checksums=checksums)
         self.dataset = WindowBatches(self.tokens, batch_size, context, seed=seed, rank=rank, world_size=world_size)
-        self.device = torch.device(device)
-        self.num_workers = num_workers
+        self.device, self.num_workers = torch.device(device), num_workers
         self.pin_memory = self.device.type == "cuda" and torch.cuda.is_available()
         self._step = 0  # batches handed to the caller so far
-        self._sampler = _EndlessSteps()
-        self._loader = None
-        self._iterator = None
+        self._loader = self._iterator = None  # the workers' DataLoader and the stream, made by the next `next`
 
     @property
     def seed(self) -> int:
@@ -138,59 +177,31 @@ class BatchLoader:
         """Batches handed out so far (epoch * batches_per_epoch + position)."""
         return self._step
 
-    def __iter__(self):
-        return self
-
     def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._iterator is None:
-            self._iterator = self._start_at(self._step)
+        if self._iterator is None:  # the first batch, or the first since `load_state_dict`
+            if self._loader is None and self.num_workers > 0:
+                self._loader = _worker_loader(self.dataset, self.num_workers, self.pin_memory)
+            self._iterator = _batches_from(self.dataset, self._step, self._loader)
         x, y = next(self._iterator)
         self._step += 1
-        if self.device.type == "cpu":
-            return x, y
-        if self.pin_memory and not x.is_pinned():
-            x, y = x.pin_memory(), y.pin_memory()
-        return x.to(self.device, non_blocking=self.pin_memory), y.to(self.device, non_blocking=self.pin_memory)
-
-    def _start_at(self, step: int):
-        if self.num_workers == 0:
-            return map(self.dataset.__getitem__, itertools.count(step))
-        if self._loader is None:
-            # its own generator: starting workers draws their base seed from it, not from torch's global RNG,
-            # so the training loop's random numbers (dropout) are the same with and without workers
-            self._loader = DataLoader(self.dataset, batch_size=None, sampler=self._sampler,
-                                      num_workers=self.num_workers, prefetch_factor=2, persistent_workers=True,
-                                      pin_memory=self.pin_memory, generator=torch.Generator().manual_seed(self.seed))  # fmt: skip
-        self._sampler.start = step
-        return iter(self._loader)  # persistent workers: restarts them at `step`, dropping prefetched batches
+        return _to_device(x, y, self.device, self.pin_memory)
 
     def state_dict(self) -> dict:
         epoch, position = divmod(self._step, self.batches_per_epoch)
         return {"epoch": epoch, "position": position, "seed": self.seed}
 
     def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or set(state) != {"epoch", "position", "seed"}:
-            raise ValueError(f"a loader state is a dict with keys epoch, position, seed; got {state!r}")
-        for key, value in state.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"loader state {key} must be a non-negative int, got {value!r}")
-        if state["position"] >= self.batches_per_epoch:
-            raise ValueError(
-                f"loader state position {state['position']} is beyond this loader's {self.batches_per_epoch} batches "
-                "an epoch: was it saved with another batch size, context, world size or split?"
-            )
-        if state["seed"] != self.seed:
+        step = _step_of(state, self.batches_per_epoch)
+        if state["seed"] != self.seed:  # another order of windows: a new dataset, and workers that hold it
             d = self.dataset
             self.dataset = WindowBatches(d.tokens, d.batch_size, d.context, seed=state["seed"], rank=d.rank,
                                          world_size=d.world_size)  # fmt: skip
             self.close()
-        self._step = state["epoch"] * self.batches_per_epoch + state["position"]
-        self._iterator = None
+        self._step, self._iterator = step, None
 
     def close(self) -> None:
         """Stop the worker processes (a later `next` starts new ones)."""
-        self._iterator = None
-        self._loader = None
+        self._iterator = self._loader = None
 
     def __repr__(self) -> str:
         d = self.dataset

@@ -7,7 +7,7 @@ KV cache."""
 
 # %% auto #0
 __all__ = ['GPT_PRESETS', 'sinusoidal_positions', 'GPTConfig', 'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT',
-           'param_counts', 'sample_next_token']
+           'param_counts', 'sample_next_token', 'generate']
 
 # %% ../notebooks/04_model.ipynb #ab6052a4
 # Shape letters: B batch, T sequence length, C width of the residual stream (n_embd), V vocabulary,
@@ -111,7 +111,7 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.attn_dropout = config.n_head, config.attn_dropout
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v of every head at once
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # mixes the heads back
-        self.proj.is_residual_projection = True  # scaled at init, see GPT._init_weights
+        self.proj.is_residual_projection = True  # scaled at init, see _init_weights
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
@@ -163,6 +163,80 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x), cache, layer)  # (B, T, C)
         return x + self.mlp(self.ln_2(x))  # (B, T, C)
 
+# %% ../notebooks/04_model.ipynb #init-weights
+def _init_weights(module: nn.Module, n_layer: int, std: float) -> None:
+    """GPT-2 initialisation (Radford et al. 2019) of one module: N(0, std) weights, zero biases, and the two
+    projections that write into the residual stream scaled by 1/sqrt(2 L), one per residual add."""
+    if isinstance(module, nn.Linear):
+        if getattr(module, "is_residual_projection", False):
+            std /= math.sqrt(2 * n_layer)
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+
+# %% ../notebooks/04_model.ipynb #181f8ada
+class GPT(nn.Module):
+    """A decoder-only transformer: token embedding x 50 + sinusoidal positions -> L pre-norm blocks
+    -> final LayerNorm -> LM head tied to the token embedding (Press & Wolf 2017). The positional table
+    is a buffer, not a parameter: `parameters()` holds only what is learned."""
+
+    init_std = 0.02  # GPT-2's weight initialisation
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT needs a GPTConfig, got {type(config).__name__}")
+        config.validate()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.register_buffer("wpe", sinusoidal_positions(config.context, config.n_embd), persistent=False)
+        self.embed_scale = 1.0 / self.init_std  # 0.02 x 50 = 1: token vectors of unit RMS, like the sinusoids
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one (V, C) matrix reads and writes tokens
+        self.apply(lambda module: _init_weights(module, config.n_layer, self.init_std))
+
+    def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        "The final LayerNorm's output (B, T, C) for ids `idx` (B, T) that follow `cache.length` cached tokens."
+        past = 0 if cache is None else cache.length
+        T = idx.size(1)
+        x = self.drop(self.wte(idx) * self.embed_scale + self.wpe[past : past + T])  # (B, T, C)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)  # (B, T, C)
+        if cache is not None:
+            cache.advance(T)
+        return self.ln_f(x)  # (B, T, C)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Logits (B, T, V) for token ids `idx` (B, T), and the mean cross-entropy against `targets` (B, T)
+        when given (positions whose target is -1 are left out), else None."""
+        _check_tokens(idx, self.config)
+        logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
+        if targets is None:
+            return logits, None
+        _check_targets(targets, idx)
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Learned parameters, the tied embedding counted once. `non_embedding=True` leaves out the token
+        embedding matrix, the convention of Kaplan et al. (2020) for scaling laws."""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wte.weight.numel() if non_embedding else n
+
+    def flops_per_token(self) -> int:
+        """Training FLOPs per token at full context (forward + backward, the PaLM paper's appendix B): 6 N for
+        the weight matmuls (the tied matrix once) plus 12 L C T for the attention scores and weighted sum."""
+        c = self.config
+        return 6 * self.num_params(non_embedding=False) + 12 * c.n_layer * c.n_embd * c.context
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, **sampling) -> torch.Tensor:
+        "Continue the prompts `idx` (B, T): the same as `generate(self, idx, max_new_tokens, **sampling)`."
+        return generate(self, idx, max_new_tokens, **sampling)
+
 # %% ../notebooks/04_model.ipynb #71c8eda8
 def _check_tokens(idx, config: GPTConfig, name: str = "idx", check_length: bool = True) -> None:
     "Name a caller's mistake with token ids before it becomes a traceback from deep inside torch."
@@ -178,132 +252,12 @@ def _check_tokens(idx, config: GPTConfig, name: str = "idx", check_length: bool 
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"{name} holds token ids in [{low}, {high}], outside the vocabulary [0, {config.vocab_size})")
 
-# %% ../notebooks/04_model.ipynb #181f8ada
-class GPT(nn.Module):
-    """A decoder-only transformer: token embedding x 50 + sinusoidal positions -> L pre-norm blocks
-    -> final LayerNorm -> LM head tied to the token embedding (Press & Wolf 2017).
 
-    The positional table is a buffer, not a parameter: `parameters()` holds only what is learned."""
-
-    init_std = 0.02  # GPT-2's weight initialisation
-
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPT needs a GPTConfig, got {type(config).__name__}")
-        config.validate()
-        self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.register_buffer("wpe", sinusoidal_positions(config.context, config.n_embd), persistent=False)
-        # token vectors of unit RMS at init, on the sinusoids' scale (see the notebook): 0.02 x 50 = 1
-        self.embed_scale = 1.0 / self.init_std
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied: one (V, C) matrix reads and writes tokens
-        self.apply(self._init_weights)
-
-    def _init_weights(self, module: nn.Module) -> None:
-        """GPT-2 initialisation (Radford et al. 2019): N(0, 0.02) weights, zero biases, and the two
-        projections that write into the residual stream scaled by 1/sqrt(2 L), one per residual add."""
-        if isinstance(module, nn.Linear):
-            std = self.init_std
-            if getattr(module, "is_residual_projection", False):
-                std /= math.sqrt(2 * self.config.n_layer)
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=self.init_std)
-
-    def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        "The final LayerNorm's output (B, T, C) for ids `idx` (B, T) that follow `cache.length` cached tokens."
-        past = 0 if cache is None else cache.length
-        T = idx.size(1)
-        x = self.wte(idx) * self.embed_scale + self.wpe[past : past + T]  # (B, T, C)
-        x = self.drop(x)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, cache, layer)  # (B, T, C)
-        if cache is not None:
-            cache.advance(T)
-        return self.ln_f(x)  # (B, T, C)
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """Logits (B, T, V) for token ids `idx` (B, T), and the mean cross-entropy against `targets` (B, T)
-        when given (positions whose target is -1 are left out), else None."""
-        _check_tokens(idx, self.config)
-        logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
-        if targets is None:
-            return logits, None
-        if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
-            raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got "
-                             f"{tuple(getattr(targets, 'shape', ()))}")
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
-        return logits, loss
-
-    def num_params(self, non_embedding: bool = True) -> int:
-        """Learned parameters, the tied embedding counted once. `non_embedding=True` leaves out the token
-        embedding matrix, the convention of Kaplan et al. (2020) for scaling laws."""
-        n = sum(p.numel() for p in self.parameters())
-        return n - self.wte.weight.numel() if non_embedding else n
-
-    def flops_per_token(self) -> int:
-        """Training FLOPs per token at full context (forward + backward), as in the PaLM paper's appendix B:
-        6 N for the weight matmuls (N counts the tied matrix once: it is a matmul as the LM head, while the
-        embedding lookup is free) plus 12 L C T for the attention scores and their weighted sum."""
-        c = self.config
-        return 6 * self.num_params(non_embedding=False) + 12 * c.n_layer * c.n_embd * c.context
-
-    @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
-                 top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
-                 use_cache: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Continue the prompts `idx` (B, T) by up to `max_new_tokens` tokens -> (B, T + n).
-
-        The model reads at most `context` tokens: a longer sequence keeps its latest ones. With `eos_id`, a
-        row that has produced it keeps producing it, and generation stops once every row has. With
-        `use_cache` the keys and values of tokens already read are kept (`KVCache`), so a new token costs one
-        token's work; once the sequence outgrows the context the window slides, every absolute position
-        changes and the cache is refilled each step (same tokens, no saving). Sampling runs in eval mode (no
-        dropout) and restores the mode; `generator` must live on the model's device."""
-        _check_tokens(idx, self.config, "the prompt", check_length=False)
-        if idx.size(1) == 0:
-            raise ValueError("the prompt is empty: give at least one token, e.g. <|bos|>")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-        if top_p is not None and not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
-        if eos_id is not None and not 0 <= eos_id < self.config.vocab_size:
-            raise ValueError(f"eos_id {eos_id} is not a token id of a {self.config.vocab_size}-token vocabulary")
-        context, was_training = self.config.context, self.training
-        self.eval()
-        try:
-            cache = KVCache(self.config.n_layer, context) if use_cache else None
-            finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)  # (B,)
-            for step in range(max_new_tokens):
-                if cache is None:  # re-read the whole window
-                    hidden = self.hidden_states(idx[:, -context:])
-                elif step == 0 or cache.length == context:  # (re)fill: nothing cached yet, or the window slid
-                    cache.reset()
-                    hidden = self.hidden_states(idx[:, -context:], cache)
-                else:  # read only the newest token
-                    hidden = self.hidden_states(idx[:, -1:], cache)
-                logits = self.lm_head(hidden[:, -1])  # (B, V)
-                next_id = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B,)
-                if eos_id is not None:
-                    next_id = torch.where(finished, torch.full_like(next_id, eos_id), next_id)
-                    finished |= next_id == eos_id
-                idx = torch.cat([idx, next_id[:, None].to(idx.dtype)], dim=1)  # (B, T + step + 1)
-                if eos_id is not None and bool(finished.all()):
-                    break
-        finally:
-            self.train(was_training)
-        return idx
+def _check_targets(targets, idx: torch.Tensor) -> None:
+    "Targets are one token id (or -1) per input position: a tensor of the shape of `idx`."
+    if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
+        raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got "
+                         f"{tuple(getattr(targets, 'shape', ()))}")
 
 # %% ../notebooks/04_model.ipynb #591d9f60
 def param_counts(config: GPTConfig) -> dict[str, int]:
@@ -340,3 +294,59 @@ def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int
         logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
     probs = logits.softmax(dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
+
+# %% ../notebooks/04_model.ipynb #generate-checks
+def _check_sampling(idx, config: GPTConfig, max_new_tokens, temperature, top_k, top_p, eos_id) -> None:
+    "Name a caller's mistake with the arguments of `generate` before the first token is drawn."
+    _check_tokens(idx, config, "the prompt", check_length=False)
+    if idx.size(1) == 0:
+        raise ValueError("the prompt is empty: give at least one token, e.g. <|bos|>")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
+    if eos_id is not None and not 0 <= eos_id < config.vocab_size:
+        raise ValueError(f"eos_id {eos_id} is not a token id of a {config.vocab_size}-token vocabulary")
+
+# %% ../notebooks/04_model.ipynb #generate-fn
+@torch.no_grad()
+def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+             use_cache: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Continue the prompts `idx` (B, T) by up to `max_new_tokens` tokens sampled from `model` -> (B, T + n).
+
+    The model reads at most `context` tokens: a longer sequence keeps its latest ones. With `eos_id`, a
+    row that has produced it keeps producing it, and generation stops once every row has. With
+    `use_cache` the keys and values of tokens already read are kept (`KVCache`), so a new token costs one
+    token's work; once the sequence outgrows the context the window slides, every absolute position
+    changes and the cache is refilled each step (same tokens, no saving). Sampling runs in eval mode (no
+    dropout) and restores the mode; `generator` must live on the model's device."""
+    _check_sampling(idx, model.config, max_new_tokens, temperature, top_k, top_p, eos_id)
+    context, was_training = model.config.context, model.training
+    model.eval()
+    try:
+        cache = KVCache(model.config.n_layer, context) if use_cache else None
+        finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)  # (B,)
+        for step in range(max_new_tokens):
+            if cache is None:  # re-read the whole window
+                hidden = model.hidden_states(idx[:, -context:])
+            elif step == 0 or cache.length == context:  # (re)fill: nothing cached yet, or the window slid
+                cache.reset()
+                hidden = model.hidden_states(idx[:, -context:], cache)
+            else:  # read only the newest token
+                hidden = model.hidden_states(idx[:, -1:], cache)
+            logits = model.lm_head(hidden[:, -1])  # (B, V)
+            next_id = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B,)
+            if eos_id is not None:
+                next_id = torch.where(finished, torch.full_like(next_id, eos_id), next_id)
+                finished |= next_id == eos_id
+            idx = torch.cat([idx, next_id[:, None].to(idx.dtype)], dim=1)  # (B, T + step + 1)
+            if eos_id is not None and bool(finished.all()):
+                break
+    finally:
+        model.train(was_training)
+    return idx

@@ -16,6 +16,7 @@ from gptlib.model import (
     CausalSelfAttention,
     GPTConfig,
     KVCache,
+    generate,
     param_counts,
     sample_next_token,
     sinusoidal_positions,
@@ -130,7 +131,8 @@ def test_generation_with_and_without_the_kv_cache_gives_the_same_tokens(temperat
     prompt = random_tokens(config, 2, 7)
     # 7 + 70 tokens outgrow the context of 64: the window slides and the cache is refilled
     outs = [
-        model.generate(
+        generate(
+            model,
             prompt,
             70,
             temperature=temperature,
@@ -150,8 +152,8 @@ def test_generation_reads_only_the_latest_context_tokens_of_a_long_prompt():
     config = tiny()
     model = seeded_model(config)
     prompt = random_tokens(config, 1, 100)
-    out = model.generate(prompt, 3, temperature=0.0)
-    cropped = model.generate(prompt[:, -config.context :], 3, temperature=0.0)
+    out = generate(model, prompt, 3, temperature=0.0)
+    cropped = generate(model, prompt[:, -config.context :], 3, temperature=0.0)
     assert torch.equal(out[:, -3:], cropped[:, -3:])
 
 
@@ -159,9 +161,9 @@ def test_generation_stops_at_eos_and_pads_finished_rows_with_it():
     config = tiny()
     model = seeded_model(config)
     prompt = random_tokens(config, 2, 5)
-    free = model.generate(prompt, 30, temperature=0.0)
+    free = generate(model, prompt, 30, temperature=0.0)
     eos = int(free[0, 5 + 3])  # row 0 produces this token at its 4th new position
-    out = model.generate(prompt, 30, temperature=0.0, eos_id=eos)
+    out = generate(model, prompt, 30, temperature=0.0, eos_id=eos)
     first = [int((row[5:] == eos).nonzero()[0]) if (row[5:] == eos).any() else None for row in out]
     assert first[0] is not None and first[0] <= 3
     for row, stop in zip(out, first):
@@ -174,10 +176,10 @@ def test_generation_stops_at_eos_and_pads_finished_rows_with_it():
 
 def test_generate_restores_the_training_mode_and_keeps_no_gradient():
     model = seeded_model(tiny(dropout=0.2)).train()
-    out = model.generate(random_tokens(model.config, 1, 4), 5)
+    out = generate(model, random_tokens(model.config, 1, 4), 5)
     assert model.training and not out.requires_grad
     model.eval()
-    model.generate(random_tokens(model.config, 1, 4), 5)
+    generate(model, random_tokens(model.config, 1, 4), 5)
     assert not model.training
 
 
@@ -297,8 +299,10 @@ def test_same_seed_gives_the_same_model_outputs_and_samples():
     torch.manual_seed(0)
     out_b = b(idx, idx)
     assert torch.equal(out_a[0], out_b[0]) and torch.equal(out_a[1], out_b[1])
-    sample = lambda m: m.generate(idx, 10, generator=torch.Generator().manual_seed(1))
+    sample = lambda m: generate(m, idx, 10, generator=torch.Generator().manual_seed(1))
     assert torch.equal(sample(a), sample(b))
+    by_method = a.generate(idx, 10, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(by_method, sample(a)), "GPT.generate is generate(model, ...)"
     assert not torch.equal(seeded_model(config, seed=5)(idx)[0], a.eval()(idx)[0])
 
 
@@ -345,8 +349,8 @@ def test_accelerator_forward_and_cached_generation_match_cpu(device):
     moved = model.to(device)
     logits_dev, _ = moved(idx.to(device))
     assert torch.allclose(logits_dev.cpu(), logits_cpu, atol=1e-4)
-    a = moved.generate(idx.to(device), 20, temperature=0.0, use_cache=True)
-    b = moved.generate(idx.to(device), 20, temperature=0.0, use_cache=False)
+    a = generate(moved, idx.to(device), 20, temperature=0.0, use_cache=True)
+    b = generate(moved, idx.to(device), 20, temperature=0.0, use_cache=False)
     assert torch.equal(a, b)
 
 
@@ -438,7 +442,7 @@ def test_bad_generation_arguments_raise_naming_the_argument(kwargs, pattern):
     model = GPT(tiny())
     args = {"max_new_tokens": 3, **kwargs}
     with pytest.raises(ValueError, match=pattern):
-        model.generate(torch.zeros(1, 2, dtype=torch.long), **args)
+        generate(model, torch.zeros(1, 2, dtype=torch.long), **args)
 
 
 def test_targets_of_the_wrong_shape_are_refused():
