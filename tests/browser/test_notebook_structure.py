@@ -116,3 +116,16 @@ def test_notebook_ends_with_exercises_checked_in_a_cell(name):
         f"{name}: exercise cells that call no checker of gptlib.exercises (e.g. check_merge_step(merge_step)) in "
         f"the same cell: {unchecked}"
     )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exported_cells_are_short_and_come_after_prose(name):
+    """What a notebook exports is read in the notebook: no exported cell over 60 lines, and each right after
+    a markdown cell that explains it."""
+    cells = load(name)
+    for before, cell in zip(cells, cells[1:]):
+        if cell["type"] != "code" or not cell["source"].lstrip().startswith("#| export"):
+            continue
+        first = cell["source"].strip().splitlines()[1][:60]
+        assert len(cell["source"].splitlines()) <= 60, f"{name}: the exported cell at {first!r} is over 60 lines"
+        assert before["type"] == "markdown", f"{name}: the exported cell at {first!r} has no prose before it"
