@@ -52,6 +52,9 @@ CANDIDATES = {
     "r2-lr1e-3": ("peak learning rate 1e-3 (and min 1e-4)", {"max_lr": 1e-3, "min_lr": 1e-4}),
     "r2-lr1.4e-3": ("peak learning rate 1.4e-3 (and min 1.4e-4)", {"max_lr": 1.4e-3, "min_lr": 1.4e-4}),
     "r2-wd0.3": ("weight decay 0.3 (from 0.1)", {"weight_decay": 0.3}),
+    # round 3: both winners of round 2 together, and a still lower rate
+    "r3-lr1e-3-wd0.3": ("peak learning rate 1e-3 and weight decay 0.3", {"max_lr": 1e-3, "min_lr": 1e-4, "weight_decay": 0.3}),
+    "r3-lr7e-4": ("peak learning rate 7e-4 (and min 7e-5)", {"max_lr": 7e-4, "min_lr": 7e-5}),
 }
 
 

@@ -86,18 +86,15 @@ class TrainConfig(GPTConfig):
 
 # %% ../notebooks/06_training.ipynb #training-007
 TRAIN_PRESETS = {
-    # the model shapes are gptlib.model's presets (GPTConfig fields are TrainConfig fields too)
-    # seconds: tests, CI and the notebook's smoke run
+    # the model shapes are gptlib.model's presets. `tiny`: seconds, for tests, CI and the notebook's smoke run
     "tiny": {**GPT_PRESETS["tiny"].to_dict(), "micro_batch": 8, "grad_accum": 1, "max_steps": 60, "max_lr": 3e-3,
              "min_lr": 3e-4, "warmup_steps": 5, "log_every": 5, "eval_every": 20, "eval_batches": 4,
              "checkpoint_every": 20},  # fmt: skip
-    # `make run`: about ten minutes of training on 2 CPU cores
-    # 1,200 steps x 2,048 tokens = 2.5 M tokens (1.7 epochs of Shakespeare). Small batches: the loss sits on the
-    # unigram plateau for about 100 steps whatever the batch, so more, smaller steps learn more in the time.
-    # No dropout: too few epochs to overfit.
-    "cpu": {**GPT_PRESETS["cpu"].to_dict(), "dropout": 0.0, "attn_dropout": 0.0, "micro_batch": 8, "grad_accum": 1, "max_steps": 1200,
-            "max_lr": 2e-3, "min_lr": 2e-4, "warmup_steps": 30, "log_every": 20, "eval_every": 200,
-            "eval_batches": 16, "checkpoint_every": 200},  # fmt: skip
+    # `make run`: about 8 minutes of training on 2 CPU cores (bf16 where the CPU has bf16 matrix units), the
+    # best of a measured search (benchmarks/recipe.py): 2,400 steps x 2,048 tokens, about 3.4 epochs
+    "cpu": {**GPT_PRESETS["cpu"].to_dict(), "dropout": 0.0, "attn_dropout": 0.0, "micro_batch": 8, "grad_accum": 1,
+            "max_steps": 2400, "max_lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 30, "log_every": 20,
+            "eval_every": 400, "eval_batches": 0, "checkpoint_every": 400},  # fmt: skip
     # the original design, for a GPU: micro-batch 8 x 4 accumulation, context 512, 10,000 steps
     "gpt-25m": {**GPT_PRESETS["gpt-25m"].to_dict(), "micro_batch": 8, "grad_accum": 4, "max_steps": 10_000,
                 "max_lr": 6e-4, "min_lr": 6e-5, "warmup_steps": 50, "log_every": 10, "eval_every": 100,

@@ -8,7 +8,9 @@
   different pictures of it before the cell ends), and the final sample appears under its
   `=== sample ... ===` header;
 - every notebook's exercises: a cell whose stub is untouched shows its "not done yet" message (and
-  how to see the answer), not an error.
+  how to see the answer), not an error;
+- the committed outputs, opened without running anything (as a reader on GitHub sees them): 01's token
+  colouring as plain HTML and 06's figure of the full-size `cpu` run; the README's screenshots are these.
 """
 
 from __future__ import annotations
@@ -201,9 +203,42 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screensho
         else:
             lab.page.evaluate("__gptlib.scrollToTop()")
         time.sleep(0.3)
-        save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
+        save_png(lab.page.screenshot(), tmp_path / f"{name}-smoke.png")
     finally:
         try:
             lab.close_notebook()
         except Exception as exc:  # never hide the test's own failure behind a cleanup error
             warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=1)
+
+
+# What a reader sees in the committed outputs without running anything: (a line of the cell's source, the kind
+# of output it must have stored, a text its stored outputs must contain).
+STORED = {
+    "01_bpe": ("display(HTML(token_output.value))", "text/html", "bytes per token"),
+    "06_training": ("history = train(cfg, callback=live", "image/png", "finished {cpu_steps} steps"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_committed_outputs_show_without_running(name, lab, screenshot_dir):
+    """Opened, not run: the stored outputs are there and drawn (01's tokens as HTML, 06's figure of the
+    whole `cpu` run, not of a smoke run); their screenshot is the README's picture of the notebook."""
+    from gptlib.train import TrainConfig
+
+    marker, mime, text = STORED[name]
+    text = text.format(cpu_steps=TrainConfig.preset("cpu").max_steps)  # 06 at full size trains the `cpu` preset
+    lab.open(f"{name}.ipynb")
+    try:
+        cells = lab.cells()
+        index = next((c["index"] for c in cells if marker in c["source"]), None)
+        assert index is not None, f"{name}: no cell contains {marker!r}"
+        outputs = cells[index]["outputs"]
+        assert any(mime in o.get("data", {}) for o in outputs), f"{name}: cell {index} stores no {mime} output"
+        stored = json.dumps(outputs)
+        assert text in stored, f"{name}: cell {index}'s stored output does not say {text!r}"
+        assert not lab.drawn_errors(), f"{name}: the page shows an error in the stored outputs"
+        lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea')")
+        time.sleep(0.3)
+        save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
+    finally:
+        lab.close_notebook()
