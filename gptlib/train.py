@@ -339,12 +339,12 @@ def _loop(s: TrainState, stop: StopRequest, until_step: int | None, progress: bo
 # %% ../notebooks/06_training.ipynb #training-041
 def sample_text(model, tokenizer, prompt: str = "", max_new_tokens: int = 200, *, temperature: float = 0.8,
                 top_k: int | None = 50, seed: int = 0) -> str:
-    "The prompt and its continuation, sampled from `model` with its own seeded generator (the global RNG is untouched); stops at <|eos|>."
+    """The prompt and its continuation, sampled with a seeded generator of its own; stops at <|eos|>. A prompt
+    is text mid-document, where training windows start; no prompt starts a document at <|bos|> (not returned)."""
     device = next(model.parameters()).device
-    idx = torch.tensor([[tokenizer.bos_id, *tokenizer.encode(prompt)]], device=device)  # (1, T)
+    start = [] if prompt else [tokenizer.bos_id]
+    idx = torch.tensor([start + tokenizer.encode(prompt)], device=device)  # (1, T)
     generator = torch.Generator(device=device).manual_seed(seed)
     out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, eos_id=tokenizer.eos_id,
-                         generator=generator)[0, 1:].tolist()  # fmt: skip
-    if tokenizer.eos_id in out:
-        out = out[: out.index(tokenizer.eos_id)]
-    return tokenizer.decode(out)
+                         generator=generator)[0, len(start) :].tolist()  # fmt: skip
+    return tokenizer.decode(out[: out.index(tokenizer.eos_id)] if tokenizer.eos_id in out else out)
