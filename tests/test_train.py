@@ -288,3 +288,25 @@ def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp
     lrs = {r["step"]: r["lr"] for r in longer if r["kind"] == "train"}
     assert lrs[8] > cfg.min_lr and lrs[9] == lrs[12] == cfg.min_lr, "past the decay's end the run trains at min_lr"
     assert [s for s, _ in losses(longer)] == list(range(1, 13))
+
+
+def test_sample_text_reads_a_prompt_mid_document_and_starts_a_document_without_one(small_data):
+    """A prompt is continued as text from the middle of a play (no <|bos|> before it); an empty prompt starts
+    a document at <|bos|>, which the returned text leaves out. Checked against `generate` on the same ids."""
+    from gptlib.model import GPT, GPTConfig
+    from gptlib.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(small_data / "tokenizer")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.preset("tiny", vocab_size=tokenizer.n_vocab, dropout=0.0))
+
+    def continued(ids: list[int]) -> list[int]:
+        out = model.generate(torch.tensor([ids]), 12, temperature=0.8, top_k=50, eos_id=tokenizer.eos_id,
+                             generator=torch.Generator().manual_seed(3))[0, len(ids) :].tolist()  # fmt: skip
+        return out[: out.index(tokenizer.eos_id)] if tokenizer.eos_id in out else out
+
+    prompt = "Romeo.\n"
+    text = sample_text(model, tokenizer, prompt, 12, seed=3)
+    assert text == prompt + tokenizer.decode(continued(tokenizer.encode(prompt)))
+    empty = sample_text(model, tokenizer, "", 12, seed=3)
+    assert empty == tokenizer.decode(continued([tokenizer.bos_id])) and "<|bos|>" not in empty
