@@ -128,6 +128,6 @@ def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *
         "final_val_bpb": val[-1]["val_bpb"],
         "final_train_loss": train_records[-1]["loss"],
         "val_tokens": best["val_tokens"],
-        "quality": sample_quality(samples, training),
+        "quality": sample_quality([s[len(prompt) :] for s in samples], training),  # the continuations only
         "sample": samples[0],
     }

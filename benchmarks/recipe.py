@@ -84,7 +84,7 @@ def run_candidate(name: str, budget_s: float, work: Path) -> dict:
     cfg = TrainConfig.preset("cpu", precision="bf16", **fields)
     tok_dir, shards = corpus_data(cfg.vocab_size)
     cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
-    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt="ROMEO:")}  # the prompt round 1 ran with
+    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt="ROMEO:")}  # round 1's prompt (then read after <|bos|>: see FINDINGS)
 
 
 def load_runs() -> dict[str, dict]:

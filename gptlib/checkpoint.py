@@ -51,6 +51,7 @@ __all__ = [
     "verify_checkpoint",
     "list_checkpoints",
     "newest_intact",
+    "precision_of_run",
     "best_checkpoint",
     "prune_checkpoints",
     "check_resumable",
@@ -102,11 +103,13 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(folder, *, model, optimizer, scaler, step: int, config: dict, ranks: list[dict],
-                    tokenizer_fingerprint: str, data_key: str | None = None, val_loss: float | None = None) -> Path:  # fmt: skip
+                    tokenizer_fingerprint: str, data_key: str | None = None, val_loss: float | None = None,
+                    precision: str | None = None) -> Path:  # fmt: skip
     """Write a checkpoint atomically to `folder/step-NNNNNNN`: `model.safetensors` (the raw model's weights),
     `state.pt` (optimizer, scaler, per-rank RNG and loader states; tensors and plain values only) and
     `checkpoint.json` (format, version, step, the run's config dict, the tokenizer's fingerprint, the
-    shards' key `data_key`, the validation loss and the sha256 of both files), written last."""
+    shards' key `data_key`, the validation loss, the precision trained in and the sha256 of both files),
+    written last."""
     from safetensors.torch import save_model
 
     folder = Path(folder)
@@ -119,7 +122,7 @@ def save_checkpoint(folder, *, model, optimizer, scaler, step: int, config: dict
         torch.save(state, tmp / "state.pt")
         meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step, "val_loss": val_loss,
                 "config": config, "model_config": model.config.to_dict(), "world_size": len(ranks),
-                "tokenizer_fingerprint": tokenizer_fingerprint, "data_key": data_key,
+                "tokenizer_fingerprint": tokenizer_fingerprint, "data_key": data_key, "precision": precision,
                 "files": {name: sha256_file(tmp / name) for name in _FILES}}  # fmt: skip
         write_json(tmp / "checkpoint.json", meta)
         replace_folder(tmp, final)  # the same step saved again (after a resume) replaces the older copy
@@ -209,6 +212,14 @@ def newest_intact(run) -> tuple[Path | None, dict | None, list[tuple[Path, str]]
             continue
         return path, meta, skipped
     return None, None, skipped
+
+
+def precision_of_run(run, asked: str) -> str:
+    """The precision a run trains in: `asked`, except that `auto` keeps the precision of the run's newest
+    readable checkpoint, so that a resumed run does not switch between bf16 and fp32 (and lose its exact
+    resume) when the start-up measurement comes out differently on a busy machine."""
+    good, _ = _readable(run) if asked == "auto" else ([], [])
+    return (good[-1][1].get("precision") or "auto") if good else asked
 
 
 def best_checkpoint(run) -> Path | None:

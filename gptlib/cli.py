@@ -420,7 +420,7 @@ def _add_sample(sub) -> None:
     sample.add_argument(
         "--run", type=Path, required=True, help="the run folder (its checkpoints/ and tokenizer/)"
     )
-    sample.add_argument("--prompt", default="", help="the text to continue")
+    sample.add_argument("--prompt", default="", help="text to continue, read as the middle of a document (none: start a new document at <|bos|>)")
     sample.add_argument("--max-new-tokens", type=int, default=200, help="tokens to generate")
     sample.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (> 0)")
     sample.add_argument("--top-k", type=int, default=50, help="sample among the k likeliest tokens (0: all)")

@@ -92,7 +92,8 @@ def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare",
     model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
     samples = [sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
                for i in range(SAMPLE_SEEDS)]  # fmt: skip
-    quality = sample_quality(samples, TrainingText.from_split(train_tokens, tokenizer))
+    continuations = [sample[len(prompt) :] for sample in samples]  # the prompt's own words and heading not counted
+    quality = sample_quality(continuations, TrainingText.from_split(train_tokens, tokenizer))
     atomic_write(run / "sample.txt", (samples[0] + "\n").encode())
     best = next((r for r in read_metrics(run) if r["kind"] == "val" and r["step"] == meta["step"]), None)
     summary = {"run": str(run), "step": meta["step"], "stopped_early": stopped is not None, "signal": stopped,

@@ -177,7 +177,7 @@ def test_lab_kernel_is_the_project_environment_in_smoke_mode(lab):
 
 
 @pytest.mark.parametrize("name", sorted(set(notebook_names()) | set(HOOKED)))
-def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, screenshot_dir, tmp_path):
+def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, tmp_path):
     if not (notebooks_folder() / f"{name}.ipynb").is_file():
         pytest.fail(f"notebooks/{name}.ipynb does not exist; the learner's path needs it")
     lab.open(f"{name}.ipynb")
@@ -237,8 +237,15 @@ def test_committed_outputs_show_without_running(name, lab, screenshot_dir):
         stored = json.dumps(outputs)
         assert text in stored, f"{name}: cell {index}'s stored output does not say {text!r}"
         assert not lab.drawn_errors(), f"{name}: the page shows an error in the stored outputs"
-        lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea')")
+        drawn = "img" if mime == "image/png" else "span[title]"  # a picture, or tokens as coloured spans
+        shown = lab.page.evaluate(f"(() => {{ const e = __gptlib.cellNode({index}).querySelector("
+                                  f"'.jp-OutputArea-output {drawn}'); return !!e && (e.naturalWidth ?? 1) > 0; }})()")  # fmt: skip
+        assert shown, f"{name}: cell {index}'s stored {mime} output is not drawn"
+        assert lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea')")
         time.sleep(0.3)
         save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
     finally:
-        lab.close_notebook()
+        try:
+            lab.close_notebook()
+        except Exception as exc:  # never hide the test's own failure behind a cleanup error
+            warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=1)
