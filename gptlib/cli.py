@@ -323,7 +323,7 @@ def _run(args: argparse.Namespace) -> int:
     q = summary["quality"]
     speakers = "no speaker headings" if q["known_speakers"] is None else f"{q['known_speakers']:.0%} of speaker names"
     print(f"samples of 3 seeds: {q['known_words']:.1%} of words and {speakers} found in the training text, "
-          f"at most {q['longest_blank_run']} blank lines in a row, {len(q['stutters'])} stuttered words")
+          f"longest run of blank lines {q['longest_blank_run']}, words with a stuttered letter {len(q['stutters'])}")
     print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
     return 0

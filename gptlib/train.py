@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .checkpoint import (CheckpointError, MetricsLog, check_resumable, load_checkpoint, newest_intact,
-                               prune_checkpoints, rng_state, save_checkpoint, set_rng_state)  # fmt: skip
+                               precision_of_run, prune_checkpoints, rng_state, save_checkpoint, set_rng_state)  # fmt: skip
 from .config import opt
 from .data import TokenSplit, open_split, read_manifest
 from .display import log_line, progress_bar
@@ -195,7 +195,7 @@ def setup(cfg: TrainConfig, dist: Distributed, log=None, callback=None) -> Train
     model = GPT(cfg.model_config(tokenizer.n_vocab)).to(dist.device)
     optimizer, _ = make_adamw(model, lr=cfg.max_lr, weight_decay=cfg.weight_decay, betas=(cfg.beta1, cfg.beta2),
                               device=dist.device)  # fmt: skip
-    precision = choose_precision(dist.device, cfg.precision)
+    precision = choose_precision(dist.device, precision_of_run(run, cfg.precision))  # a resume keeps its own
     scaler = torch.amp.GradScaler(dist.device.type, init_scale=cfg.init_scale, enabled=precision.use_scaler)
     loader = BatchLoader(Path(cfg.shards), "train", cfg.micro_batch, cfg.context, seed=cfg.seed, rank=dist.rank,
                          world_size=dist.world_size, num_workers=cfg.loader_workers, device=dist.device, tokenizer=tokenizer)  # fmt: skip
@@ -268,7 +268,7 @@ def save(s: TrainState) -> None:
         run = Path(s.cfg.out)
         save_checkpoint(run / "checkpoints", model=s.model, optimizer=s.optimizer, scaler=s.scaler, step=s.step,
                         config=s.cfg.to_dict(), ranks=ranks, tokenizer_fingerprint=s.tokenizer.fingerprint(),
-                        data_key=s.data_key, val_loss=s.last_val)  # fmt: skip
+                        data_key=s.data_key, val_loss=s.last_val, precision=s.precision.name)  # fmt: skip
         for note in prune_checkpoints(run, s.cfg.keep_last):
             s.emit({"kind": "event", "step": s.step, "message": note})
 

@@ -290,23 +290,40 @@ def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp
     assert [s for s, _ in losses(longer)] == list(range(1, 13))
 
 
-def test_sample_text_reads_a_prompt_mid_document_and_starts_a_document_without_one(small_data):
-    """A prompt is continued as text from the middle of a play (no <|bos|> before it); an empty prompt starts
-    a document at <|bos|>, which the returned text leaves out. Checked against `generate` on the same ids."""
+def test_sample_text_reads_a_prompt_mid_document_and_starts_a_document_without_one(small_data, monkeypatch):
+    """A prompt is continued as text from the middle of a play: no <|bos|> before it. An empty prompt starts
+    a document at <|bos|>, which the returned text leaves out."""
     from gptlib.model import GPT, GPTConfig
     from gptlib.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.load(small_data / "tokenizer")
     torch.manual_seed(0)
     model = GPT(GPTConfig.preset("tiny", vocab_size=tokenizer.n_vocab, dropout=0.0))
-
-    def continued(ids: list[int]) -> list[int]:
-        out = model.generate(torch.tensor([ids]), 12, temperature=0.8, top_k=50, eos_id=tokenizer.eos_id,
-                             generator=torch.Generator().manual_seed(3))[0, len(ids) :].tolist()  # fmt: skip
-        return out[: out.index(tokenizer.eos_id)] if tokenizer.eos_id in out else out
-
+    read = []  # the ids each call hands to generate
+    generate = model.generate
+    monkeypatch.setattr(model, "generate", lambda idx, *a, **k: read.append(idx[0].tolist()) or generate(idx, *a, **k))
     prompt = "Romeo.\n"
     text = sample_text(model, tokenizer, prompt, 12, seed=3)
-    assert text == prompt + tokenizer.decode(continued(tokenizer.encode(prompt)))
+    assert read[-1] == tokenizer.encode(prompt) and text.startswith(prompt)
     empty = sample_text(model, tokenizer, "", 12, seed=3)
-    assert empty == tokenizer.decode(continued([tokenizer.bos_id])) and "<|bos|>" not in empty
+    assert read[-1] == [tokenizer.bos_id] and "<|bos|>" not in empty
+
+
+def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path, monkeypatch):
+    """`precision=auto` measures the CPU at start-up; a resume must not switch precision when the measurement
+    comes out otherwise (a busy machine), or it would not continue the run exactly."""
+    import gptlib.optim
+    from gptlib.checkpoint import precision_of_run
+
+    monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 3.0)  # bf16 measured fast
+    cfg = tiny(small_data, tmp_path / "run", precision="auto")
+    first = train(cfg, until_step=4, log=None, progress=False)
+    assert read_checkpoint_meta(list_checkpoints(cfg.out)[-1])["precision"] == "bf16"
+    assert precision_of_run(cfg.out, "auto") == "bf16" and precision_of_run(cfg.out, "fp32") == "fp32"
+    assert precision_of_run(tmp_path / "elsewhere", "auto") == "auto"
+    monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 1.0)  # now measured slow
+    second = train(cfg, log=None, progress=False)
+    started = [r["message"] for r in second if r["kind"] == "event" and "resuming" in r["message"]]
+    assert started and "bf16" in started[0], started
+    reference = train(replace(cfg, out=str(tmp_path / "reference"), precision="bf16"), log=None, progress=False)
+    assert losses(second) == losses(reference) and len(losses(first)) == 4
