@@ -65,6 +65,19 @@ def assert_ran_cleanly(lab: LabPage, name: str) -> None:
     print(f"{name}: Run All took {total:.1f} s in the browser; slowest: {slowest}")
 
 
+def save_screenshot(lab: LabPage, path: Path) -> None:
+    time.sleep(0.3)  # let the last scroll settle
+    save_png(lab.page.screenshot(), path)
+
+
+def close_quietly(lab: LabPage, name: str) -> None:
+    "Close the notebook; a cleanup error is a warning, never hiding the test's own failure."
+    try:
+        lab.close_notebook()
+    except Exception as exc:
+        warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=2)
+
+
 def save_png(png: bytes, path: Path) -> None:
     """Write a screenshot, reduced to a 256-colour palette when it would be too large for the docs."""
     path.write_bytes(png)
@@ -202,13 +215,9 @@ def test_notebook_runs_in_jupyterlab_as_the_learner_sees_it(name, lab, tmp_path)
             lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea-output img')")
         else:
             lab.page.evaluate("__gptlib.scrollToTop()")
-        time.sleep(0.3)
-        save_png(lab.page.screenshot(), tmp_path / f"{name}-smoke.png")
+        save_screenshot(lab, tmp_path / f"{name}-smoke.png")
     finally:
-        try:
-            lab.close_notebook()
-        except Exception as exc:  # never hide the test's own failure behind a cleanup error
-            warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=1)
+        close_quietly(lab, name)
 
 
 # What a reader sees in the committed outputs without running anything: (a line of the cell's source, the kind
@@ -242,10 +251,6 @@ def test_committed_outputs_show_without_running(name, lab, screenshot_dir):
                                   f"'.jp-OutputArea-output {drawn}'); return !!e && (e.naturalWidth ?? 1) > 0; }})()")  # fmt: skip
         assert shown, f"{name}: cell {index}'s stored {mime} output is not drawn"
         assert lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea')")
-        time.sleep(0.3)
-        save_png(lab.page.screenshot(), screenshot_dir / f"{name}.png")
+        save_screenshot(lab, screenshot_dir / f"{name}.png")
     finally:
-        try:
-            lab.close_notebook()
-        except Exception as exc:  # never hide the test's own failure behind a cleanup error
-            warnings.warn(f"could not close {name} cleanly: {exc}", stacklevel=1)
+        close_quietly(lab, name)
