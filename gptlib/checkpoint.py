@@ -218,8 +218,12 @@ def precision_of_run(run, asked: str) -> str:
     """The precision a run trains in: `asked`, except that `auto` keeps the precision of the run's newest
     readable checkpoint, so that a resumed run does not switch between bf16 and fp32 (and lose its exact
     resume) when the start-up measurement comes out differently on a busy machine."""
-    good, _ = _readable(run) if asked == "auto" else ([], [])
-    return (good[-1][1].get("precision") or "auto") if good else asked
+    for path in reversed(list_checkpoints(run) if asked == "auto" else []):
+        try:
+            return read_checkpoint_meta(path).get("precision") or asked
+        except CheckpointError:  # damaged: the resume skips it too
+            continue
+    return asked
 
 
 def best_checkpoint(run) -> Path | None:
