@@ -33,6 +33,7 @@ from _results import machine_line, write_section  # noqa: E402
 from gptlib.train import TrainConfig  # noqa: E402
 
 RUNS = Path(__file__).with_name("recipe_runs.jsonl")
+SAMPLE_PROMPT = "ROMEO:"  # the prompt every row's samples were drawn after (then after <|bos|>: see FINDINGS)
 
 # name -> (why it is tried, TrainConfig fields over the `cpu` preset in bf16); rounds in the order they ran
 CANDIDATES = {
@@ -84,7 +85,7 @@ def run_candidate(name: str, budget_s: float, work: Path) -> dict:
     cfg = TrainConfig.preset("cpu", precision="bf16", **fields)
     tok_dir, shards = corpus_data(cfg.vocab_size)
     cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
-    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt="ROMEO:")}  # round 1's prompt (then read after <|bos|>: see FINDINGS)
+    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt=SAMPLE_PROMPT)}
 
 
 def load_runs() -> dict[str, dict]:
@@ -131,7 +132,7 @@ def main() -> int:
     md = ["## The `cpu` recipe (`benchmarks/recipe.py`)", "", machine_line(), "",
           f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time measured "
           "first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
-          "validation, and its samples (prompt `ROMEO:`, temperature 0.8, top-k 50, 3 seeds) against the training "
+          f"validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, top-k 50, 3 seeds) against the training "
           "text.", "", table(runs), "", FINDINGS.format(not_run=", ".join(n for n in CANDIDATES if n not in runs) or "none")]  # fmt: skip
     write_section("recipe", "\n".join(md))
     print("\n".join(md))

@@ -31,6 +31,7 @@ from benchmarks._results import machine_line, write_section  # noqa: E402
 from gptlib.corpus import open_corpus  # noqa: E402
 from gptlib.interop import export_tokenizer  # noqa: E402
 from gptlib.tokenizer import GPT4_PATTERN, SPECIAL_TOKENS, Tokenizer, count_chunks, train_merges  # noqa: E402
+from gptlib.workers import default_workers  # noqa: E402
 
 HELD_OUT = "tempest_gut"
 
@@ -140,7 +141,7 @@ def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokeni
 
 def encoding_section(texts, tokenizer: Tokenizer, repeats) -> list[str]:
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    workers = min(os.cpu_count() or 1, 8)
+    workers = default_workers()  # what gptlib uses by default
     encoding = tokenizer.tiktoken_encoding()
     with tempfile.TemporaryDirectory() as folder:
         export_tokenizer(tokenizer, folder)

@@ -43,9 +43,6 @@ def _add_corpus(sub) -> None:
     show.set_defaults(func=_corpus_show)
 
 
-# --- tokenizer ---------------------------------------------------------------------------------------
-
-
 def _corpus_fetch(args: argparse.Namespace) -> int:
     from gptlib.corpus import fetch_shakespeare
 
@@ -66,6 +63,9 @@ def _corpus_show(args: argparse.Namespace) -> int:
     chars, n_bytes = (sum(column) for column in zip(*sizes)) if sizes else (0, 0)
     print(f"{corpus.describe}: {len(sizes)} documents, {chars:,d} characters, {_human_bytes(n_bytes)}")
     return 0
+
+
+# --- tokenizer ---------------------------------------------------------------------------------------
 
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
