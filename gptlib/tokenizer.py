@@ -265,7 +265,7 @@ class _PythonEncoder:
 
     def __init__(self, vocab):
         self.split, self.ranks = _splitter(vocab.pattern), vocab._ranks  # a bad pattern fails here
-        self.tokens, self.pair_ranks = vocab._decode_table[:-3], None  # the table is made on first use
+        self.tokens, self.pair_ranks = vocab._decode_table[: -len(SPECIAL_TOKENS)], None  # made on first use
         self.encode_chunk = lru_cache(maxsize=1 << 20)(self._encode_chunk)
 
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
@@ -359,7 +359,7 @@ class Vocabulary:
 
     def token_byte_lengths(self) -> np.ndarray:
         "int32 array of length n_vocab: the bytes of each token, 0 for the specials (for bits per byte)."
-        return np.array([len(token) for token in self._decode_table[:-3]] + [0, 0, 0], dtype=np.int32)
+        return np.array([len(token) for token in self._decode_table[: -len(SPECIAL_TOKENS)]] + [0] * len(SPECIAL_TOKENS), dtype=np.int32)
 
     def tiktoken_encoding(self):
         "This vocabulary as a `tiktoken.Encoding`: its pattern, ranks and special tokens (made once)."
