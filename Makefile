@@ -15,7 +15,8 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 NBSTRIP   := $(VENV)/bin/nbstripout --keep-output --keep-count --keep-id \
              --extra-keys "metadata.language_info metadata.widgets cell.metadata.execution"
 
-.PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab screenshots venv bench
+.PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab screenshots venv bench \
+        workbooks check-workbooks
 
 venv: $(STAMP)
 
@@ -37,22 +38,34 @@ test: $(STAMP) check-clean
 	GPTLIB_SMOKE=1 $(PY) -m pytest tests $(NOTEBOOKS) --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi; exit $$rc
+	$(MAKE) --no-print-directory check-workbooks
 
 # The unit tests alone, for a quick loop while developing.
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -m "not network and not browser and not slow" -p no:cacheprovider $(PYTEST_ARGS)
 
+# Length is what the formatter makes of the code: unformatted code fails, in the notebooks' cells too.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gptlib tests benchmarks notebooks/solutions/*.py
+	$(VENV)/bin/ruff format --check gptlib tests benchmarks notebooks
+	$(VENV)/bin/ruff check gptlib tests benchmarks notebooks
 	$(if $(NOTEBOOKS),$(NBSTRIP) --verify $(NOTEBOOKS))
 	$(PY) tests/tools/check_notebooks.py $(NOTEBOOKS)
 
 export: $(STAMP)
-	$(VENV)/bin/nbdev-export
+	$(PY) notebooks/course/export.py
 
 # Regenerate gptlib from the notebooks in a scratch copy and fail on any difference; import every module.
 check-export: $(STAMP)
 	$(PY) -m pytest tests/test_export.py -q -p no:cacheprovider
+
+# The learner's copies of the lessons (notebooks/workbooks/), cut along the solution markers. `make workbooks`
+# refuses to replace a workbook you edited (FORCE=1 replaces it); `make check-workbooks` fails when one is out of
+# step with its lesson or shows an answer, and runs each untouched and filled in smoke mode.
+workbooks: $(STAMP)
+	$(PY) notebooks/course/workbooks.py write $(if $(FORCE),--force)
+
+check-workbooks: $(STAMP)
+	$(PY) notebooks/course/workbooks.py check
 
 check-clean: $(STAMP)
 	$(if $(NOTEBOOKS),$(NBSTRIP) --verify $(NOTEBOOKS))

@@ -31,17 +31,25 @@ from gptlib.train import TrainConfig, sample_text, train
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)
-REFERENCE = {"precision": "bf16"}  # over the `cpu` preset as it was: 4 x 256, vocab 4,096, 8 x 256 tokens a step
+REFERENCE = {
+    "precision": "bf16"
+}  # over the `cpu` preset as it was: 4 x 256, vocab 4,096, 8 x 256 tokens a step
 REFERENCE_STEP_S = 0.2034  # its step time on this project's 2-core machine, quiet (load average 1.0)
 
 
 def corpus_data(vocab_size: int) -> tuple[Path, Path]:
     "The tokenizer and shards `make run` would use for this vocabulary size (made once, under data_dir())."
     root = data_dir()
-    tok_dir, shards = root / "tokenizers" / f"shakespeare-{vocab_size}", root / "shards" / f"shakespeare-{vocab_size}"
+    tok_dir, shards = (
+        root / "tokenizers" / f"shakespeare-{vocab_size}",
+        root / "shards" / f"shakespeare-{vocab_size}",
+    )
     tokenizer, _ = prepare_tokenizer("shakespeare", vocab_size, tok_dir, progress=False)
-    prepare(DataConfig(corpus="shakespeare", tokenizer=tok_dir, out=shards, val_fraction=VAL_FRACTION),
-            progress=False, tokenizer=tokenizer)  # fmt: skip
+    prepare(
+        DataConfig(corpus="shakespeare", tokenizer=tok_dir, out=shards, val_fraction=VAL_FRACTION),
+        progress=False,
+        tokenizer=tokenizer,
+    )
     return tok_dir, shards
 
 
@@ -76,7 +84,9 @@ def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[float, float]
     warmup = time.perf_counter() - started
     reference()
 
-    def timed(step_function) -> float:  # a step after a warm one, so that each finds its weights in the caches
+    def timed(
+        step_function,
+    ) -> float:  # a step after a warm one, so that each finds its weights in the caches
         step_function()
         started = time.perf_counter()
         step_function()
@@ -86,8 +96,17 @@ def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[float, float]
     return sorted(ratios)[len(ratios) // 2] * REFERENCE_STEP_S, warmup
 
 
-def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *, n_evals: int = 6,
-                     step_s: float | None = None, log=None, prompt: str = PROMPT) -> dict:  # fmt: skip
+def train_for_budget(
+    name: str,
+    cfg: TrainConfig,
+    budget_s: float,
+    work: Path,
+    *,
+    n_evals: int = 6,
+    step_s: float | None = None,
+    log=None,
+    prompt: str = PROMPT,
+) -> dict:
     """Train `cfg` (shards, tokenizer and vocab_size set) for about `budget_s` seconds of this CPU's time and
     score it. Returns the figures of the run."""
     probe_s, warmup_s = probe_step_seconds(cfg)
@@ -97,8 +116,16 @@ def train_for_budget(name: str, cfg: TrainConfig, budget_s: float, work: Path, *
     compile_s = warmup_s if cfg.compile else 0.0
     steps = max(50, int((budget_s - n_evals * eval_s - compile_s) / step_s))
     every = max(1, steps // n_evals)
-    cfg = replace(cfg, out=str(work / name), max_steps=steps, eval_every=every, checkpoint_every=every,
-                  eval_batches=0, keep_last=1, log_every=max(1, steps // 50))  # fmt: skip
+    cfg = replace(
+        cfg,
+        out=str(work / name),
+        max_steps=steps,
+        eval_every=every,
+        checkpoint_every=every,
+        eval_batches=0,
+        keep_last=1,
+        log_every=max(1, steps // 50),
+    )
     started = time.perf_counter()
     history = train(cfg, log=log, progress=False)
     wall_s = time.perf_counter() - started

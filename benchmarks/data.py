@@ -146,9 +146,14 @@ def bench_datatrove(work: Path, docs) -> float | None:
     def run():
         out = work / "datatrove"
         shutil.rmtree(out, ignore_errors=True)
-        step = DocumentTokenizer(output_folder=str(out / "final"), local_working_dir=str(out / "tmp"),
-                                 tokenizer_name_or_path=str(work / "tokenizer" / "hf" / "tokenizer.json"),
-                                 eos_token="<|eos|>", seed=1, save_filename="shakespeare")  # fmt: skip
+        step = DocumentTokenizer(
+            output_folder=str(out / "final"),
+            local_working_dir=str(out / "tmp"),
+            tokenizer_name_or_path=str(work / "tokenizer" / "hf" / "tokenizer.json"),
+            eos_token="<|eos|>",
+            seed=1,
+            save_filename="shakespeare",
+        )
         step.run(data=(DataTroveDocument(text=d.text, id=d.name) for d in docs), rank=0, world_size=1)
 
     return best_seconds(run, repeats=1)
@@ -193,8 +198,13 @@ def bench_loader(shards: Path) -> tuple[list[tuple], dict]:
     ):
         r = rates.get(key)
         ratio = None if r is None else rates["gptlib0"] / r
-        rows.append((label, "n/a" if r is None else f"{r:,.1f}" if r < 100 else f"{r:,.0f}",
-                     "n/a" if r is None else f"{ratio:,.1f}" if ratio < 100 else f"{ratio:,.0f}"))  # fmt: skip
+        rows.append(
+            (
+                label,
+                "n/a" if r is None else f"{r:,.1f}" if r < 100 else f"{r:,.0f}",
+                "n/a" if r is None else f"{ratio:,.1f}" if ratio < 100 else f"{ratio:,.0f}",
+            )
+        )
     return rows, rates
 
 

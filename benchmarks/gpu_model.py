@@ -94,9 +94,11 @@ def main(argv=None) -> int:
         rate = tokens / step
         peak, source = peaks[precision]
         rows.append((label, precision, compiled, rate, rate * flops, rate * flops / peak))
-        print(f"{label:6s} {precision} compile={compiled!s:5s}: {step * 1e3:7.1f} ms/step, {rate:12,.0f} tok/s, "
-              f"{rate * flops / 1e12:6.1f} TFLOP/s, MFU {rate * flops / peak:.1%} of {peak / 1e12:.0f} ({source})",
-              flush=True)  # fmt: skip
+        print(
+            f"{label:6s} {precision} compile={compiled!s:5s}: {step * 1e3:7.1f} ms/step, {rate:12,.0f} tok/s, "
+            f"{rate * flops / 1e12:6.1f} TFLOP/s, MFU {rate * flops / peak:.1%} of {peak / 1e12:.0f} ({source})",
+            flush=True,
+        )
 
     for precision in DTYPES:
         for compiled in (False,) if args.no_compile else (False, True):
@@ -118,8 +120,10 @@ def main(argv=None) -> int:
     ]
     for label, precision, compiled, rate, flops, util in rows:
         model_name = "gptlib `GPT`" if label == "gptlib" else "`TransformerEncoderLayer` stack"
-        lines.append(f"| {model_name} | {precision} | {'yes' if compiled else 'no'} | {rate:,.0f} | "
-                     f"{flops / 1e12:.1f} | {util:.1%} |")  # fmt: skip
+        lines.append(
+            f"| {model_name} | {precision} | {'yes' if compiled else 'no'} | {rate:,.0f} | "
+            f"{flops / 1e12:.1f} | {util:.1%} |"
+        )
     markdown = "\n".join(lines)
     print(markdown)
     if not args.no_write:

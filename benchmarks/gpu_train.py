@@ -63,10 +63,22 @@ def measure(precision: str, compiled: bool, micro_batch: int, grad_accum: int, s
     elapsed = time.perf_counter() - started
     tokens_per_s = steps * grad_accum * micro_batch * cfg.context / elapsed
     peak, source = peak_flops(device, prec.name)
-    return {"precision": prec.name, "scaler": prec.use_scaler, "compile": compiled, "micro_batch": micro_batch,
-            "grad_accum": grad_accum, "steps": steps, "tokens_per_s": tokens_per_s, "step_ms": 1000 * elapsed / steps,
-            "mfu": mfu(tokens_per_s, model.flops_per_token(), peak), "peak_tflops": peak / 1e12, "peak_source": source,
-            "fused_adamw": fused, "warmup_s": warmup_s, "max_memory_gb": torch.cuda.max_memory_allocated() / 1e9}  # fmt: skip
+    return {
+        "precision": prec.name,
+        "scaler": prec.use_scaler,
+        "compile": compiled,
+        "micro_batch": micro_batch,
+        "grad_accum": grad_accum,
+        "steps": steps,
+        "tokens_per_s": tokens_per_s,
+        "step_ms": 1000 * elapsed / steps,
+        "mfu": mfu(tokens_per_s, model.flops_per_token(), peak),
+        "peak_tflops": peak / 1e12,
+        "peak_source": source,
+        "fused_adamw": fused,
+        "warmup_s": warmup_s,
+        "max_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
+    }
 
 
 def main() -> int:
@@ -100,16 +112,24 @@ def main() -> int:
         try:
             r = measure(precision, compiled, micro_batch, grad_accum, args.steps)
         except Exception as e:  # one failing configuration (a compiler error) must not lose the others
-            r = {"precision": precision, "compile": compiled, "micro_batch": micro_batch, "grad_accum": grad_accum,
-                 "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}  # fmt: skip
+            r = {
+                "precision": precision,
+                "compile": compiled,
+                "micro_batch": micro_batch,
+                "grad_accum": grad_accum,
+                "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
+            }
         results.append(r)
         print(json.dumps(r), flush=True)
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
 
-    lines = [f"`gpt-25m` on {name} (torch {torch.__version__}), {args.steps} timed steps of 16,384 tokens each.", "",
-             "| precision | compile | micro-batch x accumulation | tokens/s | step (ms) | MFU | peak used | memory (GB) |",
-             "|---|---|---|---:|---:|---:|---|---:|"]  # fmt: skip
+    lines = [
+        f"`gpt-25m` on {name} (torch {torch.__version__}), {args.steps} timed steps of 16,384 tokens each.",
+        "",
+        "| precision | compile | micro-batch x accumulation | tokens/s | step (ms) | MFU | peak used | memory (GB) |",
+        "|---|---|---|---:|---:|---:|---|---:|",
+    ]
     for r in results:
         shape = f"{r['micro_batch']} x {r['grad_accum']}"
         if "error" in r:
@@ -117,9 +137,11 @@ def main() -> int:
                 f"| {r['precision']} | {'on' if r['compile'] else 'off'} | {shape} | failed: {r['error']} | | | | |"
             )
             continue
-        lines.append(f"| {r['precision']}{' + scaler' if r['scaler'] else ''} | {'on' if r['compile'] else 'off'} | "
-                     f"{shape} | {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} | **{r['mfu']:.1%}** | "
-                     f"{r['peak_tflops']:.0f} TFLOP/s ({r['peak_source']}) | {r['max_memory_gb']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {r['precision']}{' + scaler' if r['scaler'] else ''} | {'on' if r['compile'] else 'off'} | "
+            f"{shape} | {r['tokens_per_s']:,.0f} | {r['step_ms']:.1f} | **{r['mfu']:.1%}** | "
+            f"{r['peak_tflops']:.0f} TFLOP/s ({r['peak_source']}) | {r['max_memory_gb']:.1f} |"
+        )
     markdown = "\n".join(lines)
     print(markdown)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -42,9 +42,15 @@ class TorchEncoderGPT(nn.Module):
         self.wte = nn.Embedding(c.vocab_size, c.n_embd)
         self.register_buffer("wpe", sinusoidal_positions(c.context, c.n_embd), persistent=False)
         layer = nn.TransformerEncoderLayer(
-            c.n_embd, c.n_head, 4 * c.n_embd, c.dropout, activation="gelu",
-            batch_first=True, norm_first=True, bias=c.bias,
-        )  # fmt: skip
+            c.n_embd,
+            c.n_head,
+            4 * c.n_embd,
+            c.dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+            bias=c.bias,
+        )
         self.encoder = nn.TransformerEncoder(
             layer, c.n_layer, norm=nn.LayerNorm(c.n_embd, bias=c.bias), enable_nested_tensor=False
         )
@@ -101,13 +107,25 @@ def bench_training(presets: list[str], precisions: list[str], rounds: int, peaks
             t_ours, t_peer = min(ours_t), min(peer_t)
             tokens = B * T
             flops = ours.flops_per_token() * tokens
-            rows.append(dict(preset=name, precision=precision, params=n_ours, tokens=tokens,
-                             ours=tokens / t_ours, peer=tokens / t_peer,
-                             flops=flops / t_ours, peak=peaks[precision]))  # fmt: skip
+            rows.append(
+                dict(
+                    preset=name,
+                    precision=precision,
+                    params=n_ours,
+                    tokens=tokens,
+                    ours=tokens / t_ours,
+                    peer=tokens / t_peer,
+                    flops=flops / t_ours,
+                    peak=peaks[precision],
+                )
+            )
             r = rows[-1]
-            print(f"{name:8s} {precision}: gptlib {r['ours']:9,.0f} tok/s, TransformerEncoderLayer "
-                  f"{r['peer']:9,.0f} tok/s ({r['ours'] / r['peer']:.2f}x), {r['flops'] / 1e9:.1f} GFLOP/s "
-                  f"= {r['flops'] / r['peak']:.0%} of the matmul peak", flush=True)  # fmt: skip
+            print(
+                f"{name:8s} {precision}: gptlib {r['ours']:9,.0f} tok/s, TransformerEncoderLayer "
+                f"{r['peer']:9,.0f} tok/s ({r['ours'] / r['peer']:.2f}x), {r['flops'] / 1e9:.1f} GFLOP/s "
+                f"= {r['flops'] / r['peak']:.0%} of the matmul peak",
+                flush=True,
+            )
     return rows
 
 
@@ -127,8 +145,11 @@ def bench_sampling(presets: list[str], new_tokens: int) -> list[dict]:
             rate[use_cache] = n / (time.perf_counter() - start)
             assert out.size(1) == 16 + n
         rows.append(dict(preset=name, tokens=n, cached=rate[True], uncached=rate[False]))
-        print(f"{name:8s} sampling {n} tokens: {rate[True]:,.0f} tok/s with the KV cache, "
-              f"{rate[False]:,.0f} tok/s without ({rate[True] / rate[False]:.1f}x)", flush=True)  # fmt: skip
+        print(
+            f"{name:8s} sampling {n} tokens: {rate[True]:,.0f} tok/s with the KV cache, "
+            f"{rate[False]:,.0f} tok/s without ({rate[True] / rate[False]:.1f}x)",
+            flush=True,
+        )
     return rows
 
 
@@ -145,11 +166,15 @@ def report(train_rows: list[dict], sample_rows: list[dict], peaks: dict, seconds
     cores = os.cpu_count() or 1
     busy = max(load) > cores
     warning = (
-        [f"**Warning: the machine was oversubscribed during this run (1-minute load average {load[0]:.1f} at the "
-         f"start, {load[1]:.1f} at the end, on {cores} cores): the figures below, even the ratios, are not "
-         "reliable. Re-run on a quiet machine.**", ""]
-        if busy else []
-    )  # fmt: skip
+        [
+            f"**Warning: the machine was oversubscribed during this run (1-minute load average {load[0]:.1f} at the "
+            f"start, {load[1]:.1f} at the end, on {cores} cores): the figures below, even the ratios, are not "
+            "reliable. Re-run on a quiet machine.**",
+            "",
+        ]
+        if busy
+        else []
+    )
     lines = [
         "## Model step and sampling (`benchmarks/model.py`)",
         "",

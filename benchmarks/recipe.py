@@ -40,21 +40,30 @@ CANDIDATES = {
     # round 1: what bf16 alone gives, then one knob at a time: regularization, vocabulary, width and depth,
     # learning rate, batch, context, compilation
     "r1-today": ("the cpu preset as it was (4 x 256, vocab 4096, no dropout), in bf16", {}),
-    "r1-dropout": ("+ dropout 0.1 on embeddings and residual branches (attention kept fused)", {"dropout": 0.1}),
+    "r1-dropout": (
+        "+ dropout 0.1 on embeddings and residual branches (attention kept fused)",
+        {"dropout": 0.1},
+    ),
     "r1-v2048": ("vocabulary 2,048: a cheaper LM head, more tokens per byte", {"vocab_size": 2048}),
     "r1-lr3e-3": ("peak learning rate 3e-3 (and min 3e-4)", {"max_lr": 3e-3, "min_lr": 3e-4}),
     "r1-v8192": ("vocabulary 8,192: fewer, longer tokens, a costlier LM head", {"vocab_size": 8192}),
     "r1-w192": ("narrower: 4 x 192, more steps", {"n_embd": 192, "n_head": 3}),
     "r1-compile": ("torch.compile, its compile time taken from the budget", {"compile": True}),
     "r1-batch16": ("16 sequences a step (fewer, larger steps)", {"micro_batch": 16}),
-    "r1-ctx128": ("context 128, 16 sequences a step (same tokens a step)", {"context": 128, "micro_batch": 16}),
+    "r1-ctx128": (
+        "context 128, 16 sequences a step (same tokens a step)",
+        {"context": 128, "micro_batch": 16},
+    ),
     "r1-l6w192": ("deeper and narrower: 6 x 192", {"n_layer": 6, "n_embd": 192, "n_head": 3}),
     # round 2: 3e-3 was far worse than 2e-3, so lower rates; and more weight decay against the train/val gap
     "r2-lr1e-3": ("peak learning rate 1e-3 (and min 1e-4)", {"max_lr": 1e-3, "min_lr": 1e-4}),
     "r2-lr1.4e-3": ("peak learning rate 1.4e-3 (and min 1.4e-4)", {"max_lr": 1.4e-3, "min_lr": 1.4e-4}),
     "r2-wd0.3": ("weight decay 0.3 (from 0.1)", {"weight_decay": 0.3}),
     # round 3: both winners of round 2 together, and a still lower rate
-    "r3-lr1e-3-wd0.3": ("peak learning rate 1e-3 and weight decay 0.3", {"max_lr": 1e-3, "min_lr": 1e-4, "weight_decay": 0.3}),
+    "r3-lr1e-3-wd0.3": (
+        "peak learning rate 1e-3 and weight decay 0.3",
+        {"max_lr": 1e-3, "min_lr": 1e-4, "weight_decay": 0.3},
+    ),
     "r3-lr7e-4": ("peak learning rate 7e-4 (and min 7e-5)", {"max_lr": 7e-4, "min_lr": 7e-5}),
 }
 
@@ -99,16 +108,21 @@ def load_runs() -> dict[str, dict]:
 
 
 def table(runs: dict[str, dict]) -> str:
-    rows = ["| candidate | what changes | params | steps | epochs | best val bits/byte (step) | known words | "
-            "known speakers | blank run | stutters |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| candidate | what changes | params | steps | epochs | best val bits/byte (step) | known words | "
+        "known speakers | blank run | stutters |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in CANDIDATES:
         if name not in runs:
             continue
         r, q = runs[name], runs[name]["quality"]
         speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
-        rows.append(f"| {name} | {r['why']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['epochs']:.1f} | "
-                    f"**{r['best_val_bpb']:.3f}** ({r['best_step']}) | {q['known_words']:.1%} | {speakers} | "
-                    f"{q['longest_blank_run']} | {len(q['stutters'])} |")  # fmt: skip
+        rows.append(
+            f"| {name} | {r['why']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['epochs']:.1f} | "
+            f"**{r['best_val_bpb']:.3f}** ({r['best_step']}) | {q['known_words']:.1%} | {speakers} | "
+            f"{q['longest_blank_run']} | {len(q['stutters'])} |"
+        )
     return "\n".join(rows)
 
 
@@ -129,11 +143,20 @@ def main() -> int:
             with open(RUNS, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             print(json.dumps({k: v for k, v in record.items() if k != "sample"}), flush=True)
-    md = ["## The `cpu` recipe (`benchmarks/recipe.py`)", "", machine_line(), "",
-          f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time measured "
-          "first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
-          f"validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, top-k 50, 3 seeds) against the training "
-          "text.", "", table(runs), "", FINDINGS.format(not_run=", ".join(n for n in CANDIDATES if n not in runs) or "none")]  # fmt: skip
+    md = [
+        "## The `cpu` recipe (`benchmarks/recipe.py`)",
+        "",
+        machine_line(),
+        "",
+        f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time measured "
+        "first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
+        f"validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, top-k 50, 3 seeds) against the training "
+        "text.",
+        "",
+        table(runs),
+        "",
+        FINDINGS.format(not_run=", ".join(n for n in CANDIDATES if n not in runs) or "none"),
+    ]
     write_section("recipe", "\n".join(md))
     print("\n".join(md))
     return 0

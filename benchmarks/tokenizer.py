@@ -127,7 +127,10 @@ def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokeni
                 "hf": (lambda v=vocab: train_hf(texts, v), max(1, repeats // 2)),
             },
         )
-        (t_ours, cpu_ours, ours, walls_ours), (t_rust, cpu_rust, rust, walls_rust) = best["gptlib"], best["rustbpe"]
+        (t_ours, cpu_ours, ours, walls_ours), (t_rust, cpu_rust, rust, walls_rust) = (
+            best["gptlib"],
+            best["rustbpe"],
+        )
         t_split, t_merge, t_hf = best["split"][0], best["merges"][0], best["hf"][0]
         trained[vocab] = ours
         rows.append(

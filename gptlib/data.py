@@ -18,18 +18,56 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .config import Config, opt
+from .config import Config, ConfigError, opt
 from .corpus import Corpus, Document, open_corpus
-from .files import (FolderLock, atomic_open, atomic_write, new_sha256, read_json_document,
-                          remove_stale_temporaries, rename, replace_folder, sha256_bytes, sha256_file, write_json)
+from .errors import GptlibError
+from gptlib.files import (
+    FolderLock,
+    atomic_open,
+    atomic_write,
+    new_sha256,
+    read_json_document,
+    remove_stale_temporaries,
+    rename,
+    replace_folder,
+    sha256_bytes,
+    sha256_file,
+    write_json,
+)
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'MANIFEST_NAME', 'PERMUTATION_NAME', 'SPLITS', 'SHARD_SUFFIXES', 'token_dtype', 'frame',
-           'shuffle_documents', 'split_documents', 'ShardError', 'readable_count', 'tokenizer_name', 'metadata_text',
-           'plan_shards', 'file_record', 'write_shard', 'DataConfig', 'document_chunks', 'preparation_key',
-           'new_manifest', 'prepare', 'refuse_strangers', 'publish', 'read_manifest', 'verify_split', 'open_split',
-           'TokenSplit']
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MANIFEST_NAME",
+    "PERMUTATION_NAME",
+    "SPLITS",
+    "SHARD_SUFFIXES",
+    "token_dtype",
+    "frame",
+    "shuffle_documents",
+    "split_documents",
+    "ShardError",
+    "readable_count",
+    "tokenizer_name",
+    "metadata_text",
+    "plan_shards",
+    "file_record",
+    "write_shard",
+    "DataConfig",
+    "document_chunks",
+    "preparation_key",
+    "new_manifest",
+    "prepare",
+    "refuse_strangers",
+    "publish",
+    "read_manifest",
+    "verify_split",
+    "open_split",
+    "TokenSplit",
+]
+
 
 # %% ../notebooks/02_data.ipynb #1efc0f55
 def token_dtype(n_vocab: int) -> np.dtype:
@@ -45,6 +83,7 @@ def frame(ids, bos_id: int, eos_id: int, dtype) -> np.ndarray:
     framed[0], framed[-1] = bos_id, eos_id
     framed[1:-1] = ids
     return framed
+
 
 # %% ../notebooks/02_data.ipynb #4cacd50c
 def shuffle_documents(n_documents: int, seed: int) -> np.ndarray:
@@ -62,6 +101,7 @@ def split_documents(order: np.ndarray, val_fraction: float) -> dict[str, np.ndar
     n_val = min(n - 1, max(1, round(n * val_fraction)))
     return {"train": order[n_val:], "val": order[:n_val]}
 
+
 # %% ../notebooks/02_data.ipynb #9d86ae20
 FORMAT, FORMAT_VERSION = "gptlib-shards", 1
 MANIFEST_NAME, PERMUTATION_NAME = "manifest.json", "permutation.npy"
@@ -69,7 +109,7 @@ SPLITS = ("train", "val")
 SHARD_SUFFIXES = (".ds", ".ds.index", ".ds.metadata")  # the three files of a shard, in writing order
 
 
-class ShardError(ValueError):
+class ShardError(GptlibError, ValueError):
     """Shards missing, truncated, corrupted, badly described or made by another tokenizer: the message says which."""
 
 
@@ -89,8 +129,11 @@ def tokenizer_name(tokenizer) -> str:
 
 def metadata_text(name: str, token_size: int, n_tokens: int) -> str:
     """The content of a `.ds.metadata` file (DataTrove's three lines, no final newline)."""
-    assert "|" not in name and "\n" not in name, f"a .ds.metadata tokenizer name has no '|' or newline: {name!r}"
+    assert "|" not in name and "\n" not in name, (
+        f"a .ds.metadata tokenizer name has no '|' or newline: {name!r}"
+    )
     return f"{name}|{token_size}\n{n_tokens}\n{readable_count(n_tokens)}"
+
 
 # %% ../notebooks/02_data.ipynb #88e63479
 def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
@@ -108,16 +151,24 @@ def plan_shards(lengths, shard_tokens: int) -> list[tuple[int, int]]:
 
 def file_record(folder: Path, path: Path, sha256: str | None = None) -> dict:
     """A file's entry in the manifest: its path relative to `folder`, its size and its sha256."""
-    return {"path": path.relative_to(folder).as_posix(), "bytes": path.stat().st_size, "sha256": sha256 or sha256_file(path)}
+    return {
+        "path": path.relative_to(folder).as_posix(),
+        "bytes": path.stat().st_size,
+        "sha256": sha256 or sha256_file(path),
+    }
 
 
-def _copy_document(out, digest, tokens: np.ndarray) -> None:  # one document to an open file and its running checksum
+def _copy_document(
+    out, digest, tokens: np.ndarray
+) -> None:  # one document to an open file and its running checksum
     data = memoryview(np.ascontiguousarray(tokens)).cast("B")
     out.write(data)
     digest.update(data)
 
 
-def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype, tok_name: str, root=None) -> dict:
+def write_shard(
+    folder: Path, name: str, documents: Iterable[np.ndarray], dtype, tok_name: str, root=None
+) -> dict:
     """Write the shard `folder/name.ds` (+ `.index`, `.metadata`); its record's paths are relative to `root`."""
     folder, dtype = Path(folder), np.dtype(dtype)
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,7 +176,9 @@ def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype,
     with atomic_open(folder / f"{name}.ds") as f:
         for tokens in documents:
             if tokens.dtype != dtype or tokens.ndim != 1 or len(tokens) == 0:
-                raise ValueError(f"documents must be non-empty 1-D {dtype} arrays, got {tokens.dtype} {tokens.shape}")
+                raise ValueError(
+                    f"documents must be non-empty 1-D {dtype} arrays, got {tokens.dtype} {tokens.shape}"
+                )
             _copy_document(f, digest, tokens)
             n_tokens += len(tokens)
             ends.append(n_tokens)
@@ -133,29 +186,40 @@ def write_shard(folder: Path, name: str, documents: Iterable[np.ndarray], dtype,
             raise ValueError(f"shard {name} would hold no document")
     atomic_write(folder / f"{name}.ds.index", np.asarray(ends, dtype="<u8").tobytes())
     atomic_write(folder / f"{name}.ds.metadata", metadata_text(tok_name, dtype.itemsize, n_tokens).encode())
-    root, (tokens_path, *others) = Path(root or folder), [folder / f"{name}{suffix}" for suffix in SHARD_SUFFIXES]
+    root, (tokens_path, *others) = (
+        Path(root or folder),
+        [folder / f"{name}{suffix}" for suffix in SHARD_SUFFIXES],
+    )
     files = [file_record(root, tokens_path, digest.hexdigest())] + [file_record(root, p) for p in others]
     return {"name": name, "n_tokens": n_tokens, "n_documents": len(ends), "files": files}
+
 
 # %% ../notebooks/02_data.ipynb #32317d3b
 @dataclass
 class DataConfig(Config):
     """Everything `prepare` needs: documents, tokenizer, output folder, and how to shuffle, split and cut."""
 
-    corpus: str = opt("shakespeare", "shakespeare, shakespeare-folio, a folder of .txt, .jsonl, .parquet or hf:NAME")
+    corpus: str = opt(
+        "shakespeare", "shakespeare, shakespeare-folio, a folder of .txt, .jsonl, .parquet or hf:NAME"
+    )
     tokenizer: Path | None = opt(None, "a tokenizer folder (saved by Tokenizer.save)")
     out: Path | None = opt(None, "the output folder for the shards and manifest.json")
     seed: int = opt(1337, "seeds the document permutation", low=0)
-    val_fraction: float = opt(0.01, "share of documents held out for validation (at least one document)", positive=True)
+    val_fraction: float = opt(
+        0.01, "share of documents held out for validation (at least one document)", positive=True
+    )
     shard_tokens: int = opt(50_000_000, "target tokens per shard file (100 MB of uint16)", low=1)
     workers: int | None = opt(None, "tokenizer worker processes (default: the tokenizer chooses)", low=1)
     chunk_chars: int = opt(2_000_000, "characters tokenized at once: bounds memory", low=1)
 
     def check(self) -> None:
         if self.tokenizer is None or self.out is None:
-            raise ValueError("DataConfig needs tokenizer= (a tokenizer folder) and out= (the output folder)")
+            raise ConfigError("DataConfig needs tokenizer= (a tokenizer folder) and out= (the output folder)")
         if not self.val_fraction < 1:
-            raise ValueError(f"DataConfig.val_fraction must be strictly between 0 and 1, got {self.val_fraction!r}")
+            raise ConfigError(
+                f"DataConfig.val_fraction must be strictly between 0 and 1, got {self.val_fraction!r}"
+            )
+
 
 # %% ../notebooks/02_data.ipynb #33505ef1
 def document_chunks(documents: Iterable[Document], chunk_chars: int) -> Iterator[list[Document]]:
@@ -182,9 +246,14 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
         return [len(tokens) for tokens in framed]
 
     lengths, n_bytes, digest, previous = [], 0, new_sha256(), None
-    with atomic_open(stream, durable=False) as out, ThreadPoolExecutor(max_workers=1) as ahead, \
-            tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress) as bar:  # fmt: skip
-        for docs in document_chunks(corpus, cfg.chunk_chars):  # read and hash chunk k while chunk k - 1 is tokenized
+    with (
+        atomic_open(stream, durable=False) as out,
+        ThreadPoolExecutor(max_workers=1) as ahead,
+        tqdm(desc="tokenize", unit="B", unit_scale=True, disable=not progress) as bar,
+    ):
+        for docs in document_chunks(
+            corpus, cfg.chunk_chars
+        ):  # read and hash chunk k while chunk k - 1 is tokenized
             for doc in docs:
                 text = doc.text.encode("utf-8")
                 digest.update(doc.name.encode("utf-8") + b"\0" + text + b"\0")
@@ -193,47 +262,81 @@ def _tokenize_stream(corpus: Corpus, tokenizer, dtype, stream: Path, cfg: DataCo
             lengths += previous.result() if previous is not None else []
             previous = ahead.submit(append_chunk, out, docs)
         lengths += previous.result()
-    summary = {"spec": corpus.describe, "n_documents": len(lengths), "n_bytes": n_bytes, "sha256": digest.hexdigest()}
+    summary = {
+        "spec": corpus.describe,
+        "n_documents": len(lengths),
+        "n_bytes": n_bytes,
+        "sha256": digest.hexdigest(),
+    }
     return np.array(lengths, dtype=np.int64), summary
 
+
 # %% ../notebooks/02_data.ipynb #e462e0c5
-def _write_splits(work: Path, stream: Path, lengths, split_ids: dict, tokenizer, dtype, shard_tokens, progress) -> dict:
+def _write_splits(
+    work: Path, stream: Path, lengths, split_ids: dict, tokenizer, dtype, shard_tokens, progress
+) -> dict:
     """Pass 2: each split's shards in `work/<split>/`, in the order of `split_ids[split]`; returns their records."""
     from tqdm.auto import tqdm
 
     tokens, starts = np.memmap(stream, dtype=dtype, mode="r"), np.cumsum(lengths) - lengths
     name, splits = tokenizer_name(tokenizer), {}
-    with tqdm(desc="write shards", total=int(lengths.sum()), unit="tok", unit_scale=True, disable=not progress) as bar:
+    with tqdm(
+        desc="write shards", total=int(lengths.sum()), unit="tok", unit_scale=True, disable=not progress
+    ) as bar:
         for split, ids in split_ids.items():
             records = []
             for s, (first, end) in enumerate(plan_shards(lengths[ids], shard_tokens)):
                 documents = (tokens[starts[i] : starts[i] + lengths[i]] for i in ids[first:end])
-                records.append(write_shard(work / split, f"{split}_{s:05d}", documents, dtype, name, root=work))
+                records.append(
+                    write_shard(work / split, f"{split}_{s:05d}", documents, dtype, name, root=work)
+                )
                 bar.update(records[-1]["n_tokens"])
-            splits[split] = {"n_tokens": sum(r["n_tokens"] for r in records), "n_documents": len(ids), "shards": records}
+            splits[split] = {
+                "n_tokens": sum(r["n_tokens"] for r in records),
+                "n_documents": len(ids),
+                "shards": records,
+            }
     return splits
+
 
 # %% ../notebooks/02_data.ipynb #13560faf
 def preparation_key(cfg: DataConfig, fingerprint: str, corpus_stamp: str) -> str:
     """sha256 of every input the shards depend on (an edited corpus changes its stamp, so its key)."""
-    inputs = {"format_version": FORMAT_VERSION, "corpus": cfg.corpus, "corpus_stamp": corpus_stamp, "tokenizer": fingerprint,
-              "seed": cfg.seed, "val_fraction": cfg.val_fraction, "shard_tokens": cfg.shard_tokens}  # fmt: skip
+    inputs = {
+        "format_version": FORMAT_VERSION,
+        "corpus": cfg.corpus,
+        "corpus_stamp": corpus_stamp,
+        "tokenizer": fingerprint,
+        "seed": cfg.seed,
+        "val_fraction": cfg.val_fraction,
+        "shard_tokens": cfg.shard_tokens,
+    }
     return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())
 
 
-def new_manifest(work: Path, tokenizer, order, splits: dict, *, framing: str, shuffle: dict, **fields) -> dict:
+def new_manifest(
+    work: Path, tokenizer, order, splits: dict, *, framing: str, shuffle: dict, **fields
+) -> dict:
     """The manifest of the `splits` just written in `work`, after saving the document `order` there."""
     dtype = token_dtype(tokenizer.n_vocab)
     with atomic_open(work / PERMUTATION_NAME) as f:
         np.save(f, order, allow_pickle=False)
     return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "created_by": f"gptlib {__version__}", **fields,
-        "tokenizer": {"name": tokenizer_name(tokenizer), "fingerprint": tokenizer.fingerprint(),
-                      "n_vocab": tokenizer.n_vocab, "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id},
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created_by": f"gptlib {__version__}",
+        **fields,
+        "tokenizer": {
+            "name": tokenizer_name(tokenizer),
+            "fingerprint": tokenizer.fingerprint(),
+            "n_vocab": tokenizer.n_vocab,
+            "bos_id": tokenizer.bos_id,
+            "eos_id": tokenizer.eos_id,
+        },
         "tokens": {"dtype": dtype.name, "token_size": dtype.itemsize, "framing": framing},
         "shuffle": {**shuffle, "file": file_record(work, work / PERMUTATION_NAME)},
         "splits": splits,
-    }  # fmt: skip
+    }
 
 
 def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | None = None) -> dict:
@@ -249,26 +352,45 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
     refuse_strangers(cfg.out)
     with FolderLock(cfg.out, "shard folder"):  # one writer at a time; a killed one leaves it free
         work = cfg.out / f".work-{key[:16]}"
-        shutil.rmtree(work, ignore_errors=True)  # what a killed run left: gptlib's, and this process holds the lock
+        shutil.rmtree(
+            work, ignore_errors=True
+        )  # what a killed run left: gptlib's, and this process holds the lock
         work.mkdir()
         lengths, corpus_summary = _tokenize_stream(corpus, tok, dtype, work / "stream.tok", cfg, progress)
         order = shuffle_documents(len(lengths), cfg.seed)
         split_ids = split_documents(order, cfg.val_fraction)
-        splits = _write_splits(work, work / "stream.tok", lengths, split_ids, tok, dtype, cfg.shard_tokens, progress)
+        splits = _write_splits(
+            work, work / "stream.tok", lengths, split_ids, tok, dtype, cfg.shard_tokens, progress
+        )
         manifest = new_manifest(
-            work, tok, order, splits, framing="<|bos|> document <|eos|>", key=key, config=cfg.to_dict(), corpus=corpus_summary,
+            work,
+            tok,
+            order,
+            splits,
+            framing="<|bos|> document <|eos|>",
+            key=key,
+            config=cfg.to_dict(),
+            corpus=corpus_summary,
             shuffle={"generator": "numpy.random.default_rng(seed).permutation (PCG64)", "seed": cfg.seed},
-            split={"val_fraction": cfg.val_fraction, "n_val_documents": len(split_ids["val"]),
-                   "rule": "val = the first max(1, round(N * val_fraction)) documents of the permutation, train = the rest"},
+            split={
+                "val_fraction": cfg.val_fraction,
+                "n_val_documents": len(split_ids["val"]),
+                "rule": "val = the first max(1, round(N * val_fraction)) documents of the permutation, train = the rest",
+            },
             shard_tokens=cfg.shard_tokens,
-        )  # fmt: skip
+        )
         publish(work, cfg.out, manifest)
     return manifest
 
+
 # %% ../notebooks/02_data.ipynb #strangers
-_WORK_FOLDER = re.compile(r"\.work-([0-9a-f]{16}|import)")  # where a preparation (or an import) builds its splits
-_OWN_NAME = re.compile(rf"manifest\.json|permutation\.npy|train|val|\.lock|{_WORK_FOLDER.pattern}"
-                       r"|\.(manifest\.json|permutation\.npy|train|val)\.tmp-\d+-[0-9a-f]{8}")  # ... or a temporary name
+_WORK_FOLDER = re.compile(
+    r"\.work-([0-9a-f]{16}|import)"
+)  # where a preparation (or an import) builds its splits
+_OWN_NAME = re.compile(
+    rf"manifest\.json|permutation\.npy|train|val|\.lock|{_WORK_FOLDER.pattern}"
+    r"|\.(manifest\.json|permutation\.npy|train|val)\.tmp-\d+-[0-9a-f]{8}"
+)  # ... or a temporary name
 
 
 def refuse_strangers(out: Path) -> None:
@@ -280,20 +402,30 @@ def refuse_strangers(out: Path) -> None:
         manifest = read_manifest(out) if (out / MANIFEST_NAME).exists() else None
     except ShardError:  # a manifest gptlib cannot read is not its own to replace
         found.append(MANIFEST_NAME)
-    recorded = {f["path"] for s in SPLITS for sh in manifest["splits"][s]["shards"] for f in sh["files"]} if manifest else ()
+    recorded = (
+        {f["path"] for s in SPLITS for sh in manifest["splits"][s]["shards"] for f in sh["files"]}
+        if manifest
+        else ()
+    )
     if not manifest and out.exists():
         found += [p.name for p in sorted(out.iterdir()) if not _OWN_NAME.fullmatch(p.name)]
     for split in SPLITS:  # (a file named like a split folder is refused by replace_folder, without harm)
         folder = out / split
         for path in sorted(folder.iterdir()) if folder.is_dir() else []:
             name = f"{split}/{path.name}"
-            ours = name in recorded if manifest else re.fullmatch(rf"{split}_\d{{5,}}\.ds(\.index|\.metadata)?", path.name)
+            ours = (
+                name in recorded
+                if manifest
+                else re.fullmatch(rf"{split}_\d{{5,}}\.ds(\.index|\.metadata)?", path.name)
+            )
             if not (ours and path.is_file()):
                 found.append(name)
     if found:
         listed = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
-        raise ShardError(f"refusing to write shards into {out}: it holds files gptlib did not write ({listed}); "
-                         "move them away or choose another folder")
+        raise ShardError(
+            f"refusing to write shards into {out}: it holds files gptlib did not write ({listed}); "
+            "move them away or choose another folder"
+        )
 
 
 def publish(work: Path, out: Path, manifest: dict) -> None:
@@ -308,14 +440,24 @@ def publish(work: Path, out: Path, manifest: dict) -> None:
         shutil.rmtree(work_folder, ignore_errors=True)
     remove_stale_temporaries(out)  # e.g. an old split folder a killed run had moved aside
 
+
 # %% ../notebooks/02_data.ipynb #4e4062e9
 def read_manifest(folder) -> dict:
     """The validated manifest of a shard folder; `ShardError` naming the problem otherwise."""
     path = Path(folder) / MANIFEST_NAME
     if not path.is_file():
-        raise ShardError(f"no {MANIFEST_NAME} in {folder}: it was never prepared, or its preparation did not finish")
-    manifest = read_json_document(path, format=FORMAT, version=FORMAT_VERSION, version_key="format_version",
-                                  required=("tokenizer", "tokens", "splits"), error=ShardError, what="manifest")  # fmt: skip
+        raise ShardError(
+            f"no {MANIFEST_NAME} in {folder}: it was never prepared, or its preparation did not finish"
+        )
+    manifest = read_json_document(
+        path,
+        format=FORMAT,
+        version=FORMAT_VERSION,
+        version_key="format_version",
+        required=("tokenizer", "tokens", "splits"),
+        error=ShardError,
+        what="manifest",
+    )
     try:
         problem = _manifest_problem(manifest)
     except (KeyError, TypeError, ValueError) as e:
@@ -340,6 +482,7 @@ def _manifest_problem(manifest: dict) -> str | None:
             return f"split {split!r} has no shard, or a token count that disagrees with its shards"
     return None if isinstance(tokenizer["fingerprint"], str) else "the tokenizer has no fingerprint"
 
+
 # %% ../notebooks/02_data.ipynb #verify
 _VERIFIED: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 already checked in this process
 
@@ -356,7 +499,9 @@ def _check_file(folder: Path, record: dict, checksums: bool) -> Path:
     if checksums and _VERIFIED.get(seen) != record["sha256"]:
         actual = sha256_file(path)
         if actual != record["sha256"]:
-            raise ShardError(f"{path} is corrupted: sha256 {actual[:16]}…, the manifest says {record['sha256'][:16]}…")
+            raise ShardError(
+                f"{path} is corrupted: sha256 {actual[:16]}…, the manifest says {record['sha256'][:16]}…"
+            )
         _VERIFIED[seen] = actual
     return path
 
@@ -371,7 +516,9 @@ def verify_split(folder, manifest: dict, split: str, checksums: bool = True) -> 
         tokens, index, _ = (_check_file(folder, f, checksums) for f in shard["files"])
         if tokens.stat().st_size != shard["n_tokens"] * dtype.itemsize:
             size = tokens.stat().st_size
-            raise ShardError(f"{tokens} holds {size:,d} bytes, not {shard['n_tokens']:,d} {dtype.name} tokens: wrong dtype")
+            raise ShardError(
+                f"{tokens} holds {size:,d} bytes, not {shard['n_tokens']:,d} {dtype.name} tokens: wrong dtype"
+            )
         if index.stat().st_size != 8 * shard["n_documents"]:
             raise ShardError(f"{index} does not hold {shard['n_documents']} uint64 document ends")
     return shards
@@ -383,13 +530,18 @@ def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) ->
     if tokenizer is not None:
         tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, Path) else tokenizer
         if not isinstance(tokenizer, (str, Tokenizer)):
-            raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {type(tokenizer).__name__}")
+            raise TypeError(
+                f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {type(tokenizer).__name__}"
+            )
         fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
         if fingerprint != (expected := manifest["tokenizer"]["fingerprint"]):
-            raise ShardError(f"tokenizer mismatch: the shards in {folder} were made by tokenizer {expected[:16]}…, this one "
-                             f"is {fingerprint[:16]}…; prepare the shards again with this tokenizer")
+            raise ShardError(
+                f"tokenizer mismatch: the shards in {folder} were made by tokenizer {expected[:16]}…, this one "
+                f"is {fingerprint[:16]}…; prepare the shards again with this tokenizer"
+            )
     verify_split(folder, manifest, split, checksums=checksums)
     return TokenSplit(folder, manifest, split)
+
 
 # %% ../notebooks/02_data.ipynb #7df14f43
 class TokenSplit:
@@ -421,7 +573,9 @@ class TokenSplit:
         """Tokens `[start, stop)`: a view into one shard's map, or a copy joining several."""
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range [{start}, {stop}) is outside a split of {len(self)} tokens")
-        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)  # the shard of `start`
+        s = min(
+            int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1
+        )  # the shard of `start`
         end = int(self.starts[s + 1])
         if stop <= end:  # the common case: within one shard, a view
             return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
@@ -442,7 +596,10 @@ class TokenSplit:
     @property
     def doc_ends(self) -> np.ndarray:
         """Cumulative document ends over the whole split (int64), from the shards' `.ds.index` files."""
-        ends = [np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a for p, a in zip(self.paths, self.starts)]
+        ends = [
+            np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a
+            for p, a in zip(self.paths, self.starts)
+        ]
         return np.concatenate(ends)
 
     def __repr__(self) -> str:

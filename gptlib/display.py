@@ -25,9 +25,11 @@ __all__ = ["log_line", "progress_bar", "draw_history", "save_plots", "LivePlot"]
 def log_line(record: dict) -> str:
     "A record of a run as one line of text."
     if record["kind"] == "train":
-        return (f"step {record['step']:6d} | loss {record['loss']:.4f} | lr {record['lr']:.2e} | grad norm "
-                f"{record['grad_norm']:.2f} | scale {record['loss_scale']:g} | skipped {record['skipped']} | "
-                f"{record['tokens_per_s']:,.0f} tok/s | MFU {record['mfu']:.1%}")  # fmt: skip
+        return (
+            f"step {record['step']:6d} | loss {record['loss']:.4f} | lr {record['lr']:.2e} | grad norm "
+            f"{record['grad_norm']:.2f} | scale {record['loss_scale']:g} | skipped {record['skipped']} | "
+            f"{record['tokens_per_s']:,.0f} tok/s | MFU {record['mfu']:.1%}"
+        )
     if record["kind"] == "val":
         return f"step {record['step']:6d} | val loss {record['val_loss']:.4f} | val bits/byte {record['val_bpb']:.4f}"
     return f"== {record['message']}"
@@ -58,10 +60,18 @@ def draw_history(fig, history: list[dict], references: dict[str, float] | None =
         loss_ax.axhline(value, ls="--", lw=1, color=color, label=f"{name} {value:.2f}")
     if val_records and train_records:
         last = val_records[-1]
-        near = [r["loss"] for r in train_records if last["step"] - 50 < r["step"] <= last["step"]] or [train_records[-1]["loss"]]
+        near = [r["loss"] for r in train_records if last["step"] - 50 < r["step"] <= last["step"]] or [
+            train_records[-1]["loss"]
+        ]
         gap = last["val_loss"] - sum(near) / len(near)
-        loss_ax.annotate(f"val - train: {gap:+.2f}", (last["step"], last["val_loss"]), textcoords="offset points",
-                         xytext=(-10, 12), ha="right", fontsize=8)  # fmt: skip
+        loss_ax.annotate(
+            f"val - train: {gap:+.2f}",
+            (last["step"], last["val_loss"]),
+            textcoords="offset points",
+            xytext=(-10, 12),
+            ha="right",
+            fontsize=8,
+        )
     loss_ax.set(title="loss (nats/token)", xlabel="step")
     loss_ax.legend(fontsize=7)
     lr_ax.plot(steps, [r["lr"] for r in train_records])

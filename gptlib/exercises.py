@@ -46,9 +46,11 @@ def _check(name: str, solutions: str, body) -> bool:
     except NotImplementedError as e:
         if e.args and e.args[0] != STUB_MESSAGE:
             raise  # not the stub: something the learner's code (or a library) does not support
-        print(f"{name}: not done yet. Replace `raise NotImplementedError(...)` with your code, then run the cell again.\n"
-              f"  To read the reference answer: `%load -s {name} solutions/{solutions}.py` in a new cell.\n"
-              f"  To use it: `from solutions.{solutions} import {name}`, then run this check again.")
+        print(
+            f"{name}: not done yet. Replace `raise NotImplementedError(...)` with your code, then run the cell again.\n"
+            f"  To read the reference answer: `%load -s {name} solutions/{solutions}.py` in a new cell.\n"
+            f"  To use it: `from solutions.{solutions} import {name}`, then run this check again."
+        )
         return False
     finally:
         if torch is not None:
@@ -96,7 +98,17 @@ The heart-ache and the thousand natural shocks
 That flesh is heir to: 'tis a consummation
 Devoutly to be wish'd."""
 # single chunks under the GPT-4 split pattern (a word with its leading space), so that bytes in = text in
-_WORDS = (" the", " to", " slings", " question", "Whether", " outrageous", " consummation", " thousand", " naïve")
+_WORDS = (
+    " the",
+    " to",
+    " slings",
+    " question",
+    "Whether",
+    " outrageous",
+    " consummation",
+    " thousand",
+    " naïve",
+)
 
 
 def check_merge_step(merge_step) -> bool:
@@ -107,35 +119,61 @@ def check_merge_step(merge_step) -> bool:
     def run(ids, new_id):
         given = list(ids)
         pair, new_ids = merge_step(given, new_id)
-        _expect(given == list(ids), f"merge_step changed the list it was given ({list(ids)} became {given}): "
-                                    "build a new list instead")  # fmt: skip
+        _expect(
+            given == list(ids),
+            f"merge_step changed the list it was given ({list(ids)} became {given}): "
+            "build a new list instead",
+        )
         return tuple(pair), list(new_ids)
 
     def body():
         pair, new_ids = run([1, 2, 3, 1, 2], 256)
-        _expect(pair == (1, 2), f"in [1, 2, 3, 1, 2] the pair (1, 2) occurs twice and every other pair once, but "
-                                f"merge_step picked {pair}: count adjacent pairs with zip(ids, ids[1:])")  # fmt: skip
-        _expect(new_ids != [256, 3, 1, 2], "only the first (1, 2) was replaced: replace every occurrence of the pair")
-        _expect(new_ids == [256, 3, 256], f"merging (1, 2) into 256 in [1, 2, 3, 1, 2] gives [256, 3, 256], not "
-                                          f"{new_ids}: keep every other id, in order")  # fmt: skip
+        _expect(
+            pair == (1, 2),
+            f"in [1, 2, 3, 1, 2] the pair (1, 2) occurs twice and every other pair once, but "
+            f"merge_step picked {pair}: count adjacent pairs with zip(ids, ids[1:])",
+        )
+        _expect(
+            new_ids != [256, 3, 1, 2],
+            "only the first (1, 2) was replaced: replace every occurrence of the pair",
+        )
+        _expect(
+            new_ids == [256, 3, 256],
+            f"merging (1, 2) into 256 in [1, 2, 3, 1, 2] gives [256, 3, 256], not "
+            f"{new_ids}: keep every other id, in order",
+        )
 
         pair, _ = run([7, 8, 7, 8, 2, 3, 2, 3], 300)
-        _expect(pair == (2, 3), f"(7, 8) and (2, 3) both occur twice in [7, 8, 7, 8, 2, 3, 2, 3], and merge_step "
-                                f"picked {pair}: ties go to the smallest pair, (2, 3), as in rustbpe "
-                                "(max(counts, key=counts.get) and Counter.most_common keep the first one seen)")  # fmt: skip
+        _expect(
+            pair == (2, 3),
+            f"(7, 8) and (2, 3) both occur twice in [7, 8, 7, 8, 2, 3, 2, 3], and merge_step "
+            f"picked {pair}: ties go to the smallest pair, (2, 3), as in rustbpe "
+            "(max(counts, key=counts.get) and Counter.most_common keep the first one seen)",
+        )
 
         pair, new_ids = run([5, 5, 5], 256)
-        _expect(new_ids != [256, 256], "the pair (5, 5) in [5, 5, 5] is merged once, left to right, not twice: "
-                                       "after a merge, move on past both ids (the last 5 stays)")  # fmt: skip
+        _expect(
+            new_ids != [256, 256],
+            "the pair (5, 5) in [5, 5, 5] is merged once, left to right, not twice: "
+            "after a merge, move on past both ids (the last 5 stays)",
+        )
         _expect(new_ids != [5, 256], "merge left to right: [5, 5, 5] becomes [256, 5], not [5, 256]")
-        _expect((pair, new_ids) == ((5, 5), [256, 5]), f"merge_step([5, 5, 5], 256) gave {(pair, new_ids)}, "
-                                                       "expected ((5, 5), [256, 5])")  # fmt: skip
+        _expect(
+            (pair, new_ids) == ((5, 5), [256, 5]),
+            f"merge_step([5, 5, 5], 256) gave {(pair, new_ids)}, expected ((5, 5), [256, 5])",
+        )
 
         pair, new_ids = run([1, 1, 1, 1, 3, 4, 3, 4, 3, 4], 256)
-        _expect(pair == (1, 1), f"merge_step picked {pair} in [1, 1, 1, 1, 3, 4, 3, 4, 3, 4]: count pairs at every "
-                                "position, so [1, 1, 1, 1] holds (1, 1) three times; that ties with (3, 4) and the "
-                                "smaller pair wins")  # fmt: skip
-        _expect(new_ids == [256, 256, 3, 4, 3, 4, 3, 4], f"merging (1, 1) in [1, 1, 1, 1, 3, 4, ...] gave {new_ids}")
+        _expect(
+            pair == (1, 1),
+            f"merge_step picked {pair} in [1, 1, 1, 1, 3, 4, 3, 4, 3, 4]: count pairs at every "
+            "position, so [1, 1, 1, 1] holds (1, 1) three times; that ties with (3, 4) and the "
+            "smaller pair wins",
+        )
+        _expect(
+            new_ids == [256, 256, 3, 4, 3, 4, 3, 4],
+            f"merging (1, 1) in [1, 1, 1, 1, 3, 4, ...] gave {new_ids}",
+        )
 
         from gptlib.tokenizer import Tokenizer
 
@@ -144,8 +182,11 @@ def check_merge_step(merge_step) -> bool:
         ids = list(word.encode("utf-8"))
         for k, expected in enumerate(merges):
             pair, ids = run(ids, 256 + k)
-            _expect(pair == tuple(expected), f"training on {word!r}, merge {k} is {tuple(expected)} for "
-                                             f"Tokenizer.train, but merge_step picked {pair}")  # fmt: skip
+            _expect(
+                pair == tuple(expected),
+                f"training on {word!r}, merge {k} is {tuple(expected)} for "
+                f"Tokenizer.train, but merge_step picked {pair}",
+            )
         return f"4 hand-made cases, and {len(merges)} merges in a row equal to Tokenizer.train's"
 
     return _check("merge_step", "bpe", body)
@@ -166,36 +207,53 @@ def check_encode_with_merges(encode_with_merges) -> bool:
             except NotImplementedError:
                 raise
             except Exception as e:
-                _fail(f"encode_with_merges({data!r}, [(97, 98)]) raised {e!r}: with fewer than two ids there "
-                      "is nothing to merge; stop and return them")  # fmt: skip
+                _fail(
+                    f"encode_with_merges({data!r}, [(97, 98)]) raised {e!r}: with fewer than two ids there "
+                    "is nothing to merge; stop and return them"
+                )
             _expect(ids == list(data), f"encode_with_merges({data!r}, ...) gave {ids}, expected {list(data)}")
 
         ids = run(b"ab", [(97, 98)])
-        _expect(ids == [256], f"with merges [(97, 98)], b'ab' gave {ids}: merge i makes id 256 + i "
-                              "(ids 0..255 are the bytes), so b'ab' is [256]")  # fmt: skip
+        _expect(
+            ids == [256],
+            f"with merges [(97, 98)], b'ab' gave {ids}: merge i makes id 256 + i "
+            "(ids 0..255 are the bytes), so b'ab' is [256]",
+        )
 
         ids = run(b"abc", [(98, 99), (97, 98)])
-        _expect(ids == [97, 256], f"with merges [(98, 99), (97, 98)], b'abc' gave {ids}, expected [97, 256]: the "
-                                  "merge made first (lowest rank, earliest in the list) applies first, wherever "
-                                  "it sits; here (b, c) before (a, b), so a is left alone")  # fmt: skip
+        _expect(
+            ids == [97, 256],
+            f"with merges [(98, 99), (97, 98)], b'abc' gave {ids}, expected [97, 256]: the "
+            "merge made first (lowest rank, earliest in the list) applies first, wherever "
+            "it sits; here (b, c) before (a, b), so a is left alone",
+        )
 
         ids = run(b"aaa", [(97, 97), (256, 97)])
-        _expect(ids == [257], f"with merges [(97, 97), (256, 97)], b'aaa' gave {ids}, expected [257]: keep "
-                              "merging while some adjacent pair is in the list, since merges build on earlier "
-                              "merges")  # fmt: skip
+        _expect(
+            ids == [257],
+            f"with merges [(97, 97), (256, 97)], b'aaa' gave {ids}, expected [257]: keep "
+            "merging while some adjacent pair is in the list, since merges build on earlier "
+            "merges",
+        )
 
         for data, expected in ((b"aaa", [256, 97]), (b"aaaa", [256, 256])):
             ids = run(data, [(97, 97)])
-            _expect(ids == expected, f"with merges [(97, 97)], {data!r} gave {ids}, expected {expected}: each "
-                                     "pair is replaced left to right, without overlaps")  # fmt: skip
+            _expect(
+                ids == expected,
+                f"with merges [(97, 97)], {data!r} gave {ids}, expected {expected}: each "
+                "pair is replaced left to right, without overlaps",
+            )
 
         from gptlib.tokenizer import Tokenizer
 
         tok = Tokenizer.train([_HAMLET], 256 + 3 + 40)
         for word in _WORDS:
             ids, expected = run(word.encode("utf-8"), tok.merges), tok.encode(word)
-            _expect(ids == expected, f"{word!r} gave {ids}, but Tokenizer.encode gives {expected} with the same "
-                                     f"{len(tok.merges)} merges")  # fmt: skip
+            _expect(
+                ids == expected,
+                f"{word!r} gave {ids}, but Tokenizer.encode gives {expected} with the same "
+                f"{len(tok.merges)} merges",
+            )
         return f"7 hand-made cases, and {len(_WORDS)} words encoded as Tokenizer.encode does"
 
     return _check("encode_with_merges", "bpe", body)
@@ -211,7 +269,12 @@ def _framed_documents():
     "Four framed documents, every token distinct, concatenated as in a `.ds` file, and their `.ds.index` ends."
     import numpy as np
 
-    docs = [[_BOS, 11, 12, _EOS], [_BOS, 21, 22, 23, 24, 25, _EOS], [_BOS, 31, _EOS], [_BOS, 41, 42, 43, 44, _EOS]]
+    docs = [
+        [_BOS, 11, 12, _EOS],
+        [_BOS, 21, 22, 23, 24, 25, _EOS],
+        [_BOS, 31, _EOS],
+        [_BOS, 41, 42, 43, 44, _EOS],
+    ]
     tokens = np.array([t for doc in docs for t in doc], dtype=np.uint16)
     ends = np.cumsum([len(doc) for doc in docs]).astype(np.uint64)
     return docs, tokens, ends
@@ -231,16 +294,26 @@ def check_read_document(read_document) -> bool:
                 continue
             where = f"read_document(tokens, ends={ends.tolist()}, i={i}) gave {got}, expected {want}"
             if i == 0:
-                _fail(f"{where}: document 0 starts at offset 0 (there is no end before it; in Python ends[-1] "
-                      "is the last end)")  # fmt: skip
+                _fail(
+                    f"{where}: document 0 starts at offset 0 (there is no end before it; in Python ends[-1] "
+                    "is the last end)"
+                )
             if i + 1 < len(docs) and got == docs[i + 1]:
-                _fail(f"{where}, which is document {i + 1}: ends[i] is where document i ends, so it starts at "
-                      "ends[i - 1]")  # fmt: skip
+                _fail(
+                    f"{where}, which is document {i + 1}: ends[i] is where document i ends, so it starts at "
+                    "ends[i - 1]"
+                )
             start, end = int(ends[i - 1]), int(ends[i])
-            if got in (tokens[start + 1 : end + 1].tolist(), tokens[start - 1 : end - 1].tolist(),
-                       tokens[start:end + 1].tolist(), tokens[start:end - 1].tolist()):  # fmt: skip
-                _fail(f"{where}: off by one; document i is tokens[ends[i - 1] : ends[i]] (the end is "
-                      "exclusive), <|bos|> first and <|eos|> last")  # fmt: skip
+            if got in (
+                tokens[start + 1 : end + 1].tolist(),
+                tokens[start - 1 : end - 1].tolist(),
+                tokens[start : end + 1].tolist(),
+                tokens[start : end - 1].tolist(),
+            ):
+                _fail(
+                    f"{where}: off by one; document i is tokens[ends[i - 1] : ends[i]] (the end is "
+                    "exclusive), <|bos|> first and <|eos|> last"
+                )
             _fail(f"{where}: document i is tokens[ends[i - 1] : ends[i]], and document 0 starts at 0")
         return "the first, middle and last documents of four"
 
@@ -264,19 +337,34 @@ def check_windows_to_xy(windows_to_xy) -> bool:
         want_x = torch.tensor(np.stack([tokens[s : s + T] for s in starts]).astype(np.int64))
         want_y = torch.tensor(np.stack([tokens[s + 1 : s + T + 1] for s in starts]).astype(np.int64))
         for name, got in (("x", x), ("y", y)):
-            _expect(isinstance(got, torch.Tensor), f"{name} is a {type(got).__name__}: return torch tensors "
-                                                   "(torch.from_numpy or torch.tensor)")  # fmt: skip
-            _expect(tuple(got.shape) != (len(starts), T + 1), f"{name} has shape {tuple(got.shape)}: x and y are "
-                    "(B, T); a window is T + 1 tokens, x its first T and y its last T")  # fmt: skip
-            _expect(tuple(got.shape) == (len(starts), T), f"{name} has shape {tuple(got.shape)}, expected (B, T) = "
-                                                          f"{(len(starts), T)}")  # fmt: skip
-            _expect(got.dtype == torch.int64, f"{name} is {got.dtype}: token ids go to nn.Embedding and "
-                    "cross_entropy as int64 (torch.long); uint16 is only how they are stored on disk")  # fmt: skip
+            _expect(
+                isinstance(got, torch.Tensor),
+                f"{name} is a {type(got).__name__}: return torch tensors (torch.from_numpy or torch.tensor)",
+            )
+            _expect(
+                tuple(got.shape) != (len(starts), T + 1),
+                f"{name} has shape {tuple(got.shape)}: x and y are "
+                "(B, T); a window is T + 1 tokens, x its first T and y its last T",
+            )
+            _expect(
+                tuple(got.shape) == (len(starts), T),
+                f"{name} has shape {tuple(got.shape)}, expected (B, T) = {(len(starts), T)}",
+            )
+            _expect(
+                got.dtype == torch.int64,
+                f"{name} is {got.dtype}: token ids go to nn.Embedding and "
+                "cross_entropy as int64 (torch.long); uint16 is only how they are stored on disk",
+            )
         _expect(torch.equal(x, want_x), f"x = {x.tolist()}: row b of x is tokens[starts[b] : starts[b] + T]")
-        _expect(not torch.equal(y, x), "y equals x: y holds the next token of each input, "
-                                       "tokens[starts[b] + 1 : starts[b] + T + 1]")  # fmt: skip
-        _expect(torch.equal(y, want_y), f"y = {y.tolist()}: y is x shifted one token ahead, "
-                                        "y[b] = tokens[starts[b] + 1 : starts[b] + T + 1]")  # fmt: skip
+        _expect(
+            not torch.equal(y, x),
+            "y equals x: y holds the next token of each input, tokens[starts[b] + 1 : starts[b] + T + 1]",
+        )
+        _expect(
+            torch.equal(y, want_y),
+            f"y = {y.tolist()}: y is x shifted one token ahead, "
+            "y[b] = tokens[starts[b] + 1 : starts[b] + T + 1]",
+        )
         return "3 windows of 8, the last ending at the last token"
 
     return _check("windows_to_xy", "loader", body)
@@ -301,7 +389,9 @@ def _scaled_head(x, w_q, w_k, w_v, scale: float):
 
     q, k, v = x @ w_q, x @ w_k, x @ w_v  # (B, T, D)
     T = x.size(1)
-    scores = (q @ k.transpose(-2, -1) * scale).masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf"))
+    scores = (q @ k.transpose(-2, -1) * scale).masked_fill(
+        ~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf")
+    )
     return scores.softmax(dim=-1) @ v  # (B, T, D)
 
 
@@ -313,8 +403,12 @@ def check_causal_head(causal_head) -> bool:
     import torch.nn.functional as F
 
     def head(x, w_q, w_k, w_v):
-        with _refusing(F, ("scaled_dot_product_attention",), "write the attention yourself (scores, mask, "
-                       "softmax, weighted sum), without F.scaled_dot_product_attention"):  # fmt: skip
+        with _refusing(
+            F,
+            ("scaled_dot_product_attention",),
+            "write the attention yourself (scores, mask, "
+            "softmax, weighted sum), without F.scaled_dot_product_attention",
+        ):
             return causal_head(x, w_q, w_k, w_v)
 
     def body():
@@ -322,16 +416,23 @@ def check_causal_head(causal_head) -> bool:
         out = head(x, w_q, w_k, w_v)
         B, T, C = x.shape
         D = w_q.size(1)
-        _expect(isinstance(out, torch.Tensor) and tuple(out.shape) == (B, T, D),
-                f"the output has shape {tuple(getattr(out, 'shape', ()))}: one D-wide vector per position, "
-                f"(B, T, D) = {(B, T, D)}")  # fmt: skip
-        _expect(not out.isnan().any(), "the output holds NaN: a position whose scores are all -inf sees nothing; "
-                                       "each position sees itself and the past (keep the diagonal: torch.tril)")  # fmt: skip
+        _expect(
+            isinstance(out, torch.Tensor) and tuple(out.shape) == (B, T, D),
+            f"the output has shape {tuple(getattr(out, 'shape', ()))}: one D-wide vector per position, "
+            f"(B, T, D) = {(B, T, D)}",
+        )
+        _expect(
+            not out.isnan().any(),
+            "the output holds NaN: a position whose scores are all -inf sees nothing; "
+            "each position sees itself and the past (keep the diagonal: torch.tril)",
+        )
         changed = x.clone()
         changed[:, 4] += 1.0  # change the token at position 4: positions 0..3 must not notice
-        _expect(torch.allclose(head(changed, w_q, w_k, w_v)[:, :4], out[:, :4], atol=1e-6),
-                "the output at position t changes when a later token changes: before the softmax, set the "
-                "scores of keys s > t to -inf (a score of 0 would still get weight)")  # fmt: skip
+        _expect(
+            torch.allclose(head(changed, w_q, w_k, w_v)[:, :4], out[:, :4], atol=1e-6),
+            "the output at position t changes when a later token changes: before the softmax, set the "
+            "scores of keys s > t to -inf (a score of 0 would still get weight)",
+        )
         q, k, v = x @ w_q, x @ w_k, x @ w_v
         want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         if torch.allclose(out, want, atol=1e-5):
@@ -341,11 +442,13 @@ def check_causal_head(causal_head) -> bool:
             "saturate as D grows": 1.0,
             "the scores are divided by sqrt(C), the input width: use sqrt(D), the head's width": C**-0.5,
             "the scores are divided by D: divide by sqrt(D)": 1 / D,
-        }  # fmt: skip
+        }
         for hint, scale in mistakes.items():
             _expect(not torch.allclose(out, _scaled_head(x, w_q, w_k, w_v, scale), atol=1e-5), hint)
-        _fail(f"the output differs from softmax(q kᵀ / sqrt(D), future masked) v by up to "
-              f"{(out - want).abs().max().item():.3g}: q = x @ w_q, k = x @ w_k, v = x @ w_v")  # fmt: skip
+        _fail(
+            f"the output differs from softmax(q kᵀ / sqrt(D), future masked) v by up to "
+            f"{(out - want).abs().max().item():.3g}: q = x @ w_q, k = x @ w_k, v = x @ w_v"
+        )
 
     return _check("causal_head", "model", body)
 
@@ -358,8 +461,11 @@ def check_cross_entropy(cross_entropy) -> bool:
     import torch.nn.functional as F
 
     def run(logits, targets):
-        with _refusing(F, ("cross_entropy", "nll_loss"), "write cross_entropy from torch.log_softmax, without "
-                       "F.cross_entropy or F.nll_loss"):  # fmt: skip
+        with _refusing(
+            F,
+            ("cross_entropy", "nll_loss"),
+            "write cross_entropy from torch.log_softmax, without F.cross_entropy or F.nll_loss",
+        ):
             got = cross_entropy(logits, targets)
         _expect(got is not None, "cross_entropy returned None: return the mean loss")
         return torch.as_tensor(got, dtype=logits.dtype)
@@ -369,32 +475,46 @@ def check_cross_entropy(cross_entropy) -> bool:
         logits, targets = torch.randn(6, 10, generator=g), torch.tensor([3, 0, 9, 3, 5, 1])
         got, want = run(logits, targets), F.cross_entropy(logits, targets)
         N = len(targets)
-        _expect(got.shape != (N, N), f"the result has shape {(N, N)}: logp[:, targets] takes every target for "
-                "every row; take row i's own target, logp[torch.arange(N), targets] (or gather)")  # fmt: skip
-        _expect(got.shape != (N,), f"the result has shape {(N,)}: return the mean over the N positions, one number")
+        _expect(
+            got.shape != (N, N),
+            f"the result has shape {(N, N)}: logp[:, targets] takes every target for "
+            "every row; take row i's own target, logp[torch.arange(N), targets] (or gather)",
+        )
+        _expect(
+            got.shape != (N,),
+            f"the result has shape {(N,)}: return the mean over the N positions, one number",
+        )
         _expect(got.shape == (), f"the result has shape {tuple(got.shape)}: return one number, the mean loss")
         if not _close(got, want, 1e-5):
             logp = logits.log_softmax(dim=-1)
             mistakes = {
                 "the result is negative: the loss is minus the log-probability of the target": -want,
                 "the result is the sum over positions: return the mean": want * N,
-                "the log-softmax runs over the positions (dim 0): take it over the vocabulary, dim=-1":
-                    -logits.log_softmax(dim=0)[torch.arange(N), targets].mean(),
+                "the log-softmax runs over the positions (dim 0): take it over the vocabulary, dim=-1": -logits.log_softmax(
+                    dim=0
+                )[torch.arange(N), targets].mean(),
                 "the result averages the log-probabilities of the whole vocabulary: take each row's target, "
                 "logp[torch.arange(N), targets]": -logp.mean(),
-            }  # fmt: skip
+            }
             for hint, value in mistakes.items():
                 _expect(not _close(got, value, 1e-5), hint)
-            _fail(f"cross_entropy gave {got.item():.6f}, expected {want.item():.6f}: "
-                  "-log_softmax(logits, dim=-1)[torch.arange(N), targets].mean()")  # fmt: skip
+            _fail(
+                f"cross_entropy gave {got.item():.6f}, expected {want.item():.6f}: "
+                "-log_softmax(logits, dim=-1)[torch.arange(N), targets].mean()"
+            )
 
         big = logits * 300  # scores hundreds apart: exp(300) overflows float32, softmax underflows to 0
         got, want = run(big, targets), F.cross_entropy(big, targets)
-        _expect(bool(torch.isfinite(got)), f"with logits in the hundreds the loss is {got.item()}: exp overflows "
-                "(inf) or softmax underflows to 0 (log 0 = -inf); use torch.log_softmax, which subtracts each "
-                "row's maximum first (log-sum-exp)")  # fmt: skip
-        _expect(_close(got, want, 1e-5), f"with logits in the hundreds the loss is {got.item():.4f}, expected "
-                                         f"{want.item():.4f}")  # fmt: skip
+        _expect(
+            bool(torch.isfinite(got)),
+            f"with logits in the hundreds the loss is {got.item()}: exp overflows "
+            "(inf) or softmax underflows to 0 (log 0 = -inf); use torch.log_softmax, which subtracts each "
+            "row's maximum first (log-sum-exp)",
+        )
+        _expect(
+            _close(got, want, 1e-5),
+            f"with logits in the hundreds the loss is {got.item():.4f}, expected {want.item():.4f}",
+        )
         return "equal to F.cross_entropy, also with logits in the hundreds"
 
     return _check("cross_entropy", "model", body)
@@ -412,22 +532,37 @@ def check_keep_top_k(keep_top_k) -> bool:
         B, V = logits.shape
         for k in (5, 1, V):
             kept = keep_top_k(logits, k)
-            _expect(torch.equal(logits, original), "keep_top_k changed its input: return a new tensor "
-                                                   "(masked_fill, not masked_fill_)")  # fmt: skip
-            _expect(isinstance(kept, torch.Tensor) and kept.shape == logits.shape,
-                    f"keep_top_k returned shape {tuple(getattr(kept, 'shape', ()))}: keep the shape (B, V)")
-            _expect(k == V or not bool(((kept == 0).sum(dim=-1) == V - k).all()), "the dropped scores became 0: "
-                    "set them to -inf, whose probability after the softmax is 0 (a score of 0 still has some)")  # fmt: skip
+            _expect(
+                torch.equal(logits, original),
+                "keep_top_k changed its input: return a new tensor (masked_fill, not masked_fill_)",
+            )
+            _expect(
+                isinstance(kept, torch.Tensor) and kept.shape == logits.shape,
+                f"keep_top_k returned shape {tuple(getattr(kept, 'shape', ()))}: keep the shape (B, V)",
+            )
+            _expect(
+                k == V or not bool(((kept == 0).sum(dim=-1) == V - k).all()),
+                "the dropped scores became 0: "
+                "set them to -inf, whose probability after the softmax is 0 (a score of 0 still has some)",
+            )
             kept_mask = torch.isfinite(kept)  # (B, V)
             per_row = kept_mask.sum(dim=-1).tolist()
-            _expect(per_row not in ([k - 1] * B, [k + 1] * B), f"keep_top_k(logits, {k}) keeps {per_row[0]} scores "
-                    "per row: off by one; the k-th largest is at index k - 1 of the descending sort "
-                    "(or torch.topk(logits, k).values[:, -1:])")  # fmt: skip
-            _expect(per_row == [k] * B, f"keep_top_k(logits, {k}) keeps {per_row} scores per row, expected {k} in "
-                    "each: take the k-th largest of each row (dim=-1), not of the whole batch")  # fmt: skip
+            _expect(
+                per_row not in ([k - 1] * B, [k + 1] * B),
+                f"keep_top_k(logits, {k}) keeps {per_row[0]} scores "
+                "per row: off by one; the k-th largest is at index k - 1 of the descending sort "
+                "(or torch.topk(logits, k).values[:, -1:])",
+            )
+            _expect(
+                per_row == [k] * B,
+                f"keep_top_k(logits, {k}) keeps {per_row} scores per row, expected {k} in "
+                "each: take the k-th largest of each row (dim=-1), not of the whole batch",
+            )
             largest = logits >= logits.topk(k, dim=-1).values[:, -1:]  # (B, V)
-            _expect(torch.equal(kept_mask, largest) and torch.equal(kept[kept_mask], logits[kept_mask]),
-                    "the kept scores must be the k largest of each row, unchanged")
+            _expect(
+                torch.equal(kept_mask, largest) and torch.equal(kept[kept_mask], logits[kept_mask]),
+                "the kept scores must be the k largest of each row, unchanged",
+            )
         return "k = 5, 1 and V on 4 rows"
 
     return _check("keep_top_k", "model", body)
@@ -438,17 +573,17 @@ def check_keep_top_k(keep_top_k) -> bool:
 
 _ADAMW_MISTAKES = {
     "l2": "weight decay is added to the gradient (Adam with L2): in AdamW it is decoupled, the parameter "
-          "itself shrinks, param *= 1 - lr * weight_decay (Loshchilov & Hutter 2019)",
+    "itself shrinks, param *= 1 - lr * weight_decay (Loshchilov & Hutter 2019)",
     "no_bias_correction": "no bias correction: divide m by (1 - beta1**step) and v by (1 - beta2**step), or "
-                          "the first steps are too small (m and v start at zero)",
+    "the first steps are too small (m and v start at zero)",
     "eps_inside": "eps is inside the square root: the update is m_hat / (sqrt(v_hat) + eps)",
     "no_sqrt": "the update divides by v_hat: divide by its square root, sqrt(v_hat) + eps",
     "decay_without_lr": "the decay ignores the learning rate: param *= 1 - lr * weight_decay",
     "decay_after": "the decay comes after the Adam step: torch.optim.AdamW shrinks the parameter first "
-                   "(param *= 1 - lr * weight_decay), then subtracts the update",
+    "(param *= 1 - lr * weight_decay), then subtracts the update",
     "step_from_zero": "the bias correction uses step + 1: `step` is already the number of this update, "
-                      "counting from 1, so use 1 - beta**step",
-}  # fmt: skip
+    "counting from 1, so use 1 - beta**step",
+}
 
 
 def _adamw_variant(param, grad, m, v, step, lr, betas, eps, weight_decay, mistake=None):
@@ -482,34 +617,58 @@ def check_adamw_update(adamw_update) -> bool:
         g = torch.Generator().manual_seed(0)
         start = torch.randn(4, 3, generator=g, dtype=torch.float64)
         grads = [torch.randn(4, 3, generator=g, dtype=torch.float64) * 0.1 for _ in range(3)]
-        settings = [dict(lr=0.1, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.5),
-                    dict(lr=0.05, betas=(0.8, 0.99), eps=1e-2, weight_decay=0.0)]  # fmt: skip
+        settings = [
+            dict(lr=0.1, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.5),
+            dict(lr=0.05, betas=(0.8, 0.99), eps=1e-2, weight_decay=0.0),
+        ]
         for s in settings:
             p = start.clone().requires_grad_(True)
             reference = torch.optim.AdamW([p], foreach=False, **s)
             param, m, v = start.clone(), torch.zeros_like(start), torch.zeros_like(start)
-            variants = {name: (start.clone(), torch.zeros_like(start), torch.zeros_like(start)) for name in _ADAMW_MISTAKES}
+            variants = {
+                name: (start.clone(), torch.zeros_like(start), torch.zeros_like(start))
+                for name in _ADAMW_MISTAKES
+            }
             for step, grad in enumerate(grads, start=1):
                 p.grad = grad.clone()
                 reference.step()
                 state = reference.state[p]
-                out = adamw_update(param.clone(), grad.clone(), m.clone(), v.clone(), step, s["lr"], s["betas"],
-                                   s["eps"], s["weight_decay"])  # fmt: skip
+                out = adamw_update(
+                    param.clone(),
+                    grad.clone(),
+                    m.clone(),
+                    v.clone(),
+                    step,
+                    s["lr"],
+                    s["betas"],
+                    s["eps"],
+                    s["weight_decay"],
+                )
                 _expect(isinstance(out, tuple) and len(out) == 3, "return the tuple (param, m, v)")
                 param, m, v = (torch.as_tensor(t, dtype=torch.float64) for t in out)
-                variants = {name: _adamw_variant(vp, grad, vm, vv, step, **s, mistake=name)
-                            for name, (vp, vm, vv) in variants.items()}  # fmt: skip
+                variants = {
+                    name: _adamw_variant(vp, grad, vm, vv, step, **s, mistake=name)
+                    for name, (vp, vm, vv) in variants.items()
+                }
                 where = f"at step {step} with {s}"
                 if not _close(param, p.detach(), 1e-9):
                     for name, (variant, _, _) in variants.items():
                         _expect(not _close(param, variant, 1e-9), f"{where}: {_ADAMW_MISTAKES[name]}")
-                    _fail(f"{where}, the parameter differs from torch.optim.AdamW's by up to "
-                          f"{(param - p.detach()).abs().max().item():.3g}: param *= 1 - lr * weight_decay, then "
-                          "param -= lr * m_hat / (sqrt(v_hat) + eps)")  # fmt: skip
-                _expect(_close(m, state["exp_avg"], 1e-9), f"{where}, m is wrong: it is the running mean of the "
-                        "gradient, m = beta1 * m + (1 - beta1) * grad (with the raw gradient)")  # fmt: skip
-                _expect(_close(v, state["exp_avg_sq"], 1e-9), f"{where}, v is wrong: it is the running mean of "
-                        "the squared gradient, v = beta2 * v + (1 - beta2) * grad**2")  # fmt: skip
+                    _fail(
+                        f"{where}, the parameter differs from torch.optim.AdamW's by up to "
+                        f"{(param - p.detach()).abs().max().item():.3g}: param *= 1 - lr * weight_decay, then "
+                        "param -= lr * m_hat / (sqrt(v_hat) + eps)"
+                    )
+                _expect(
+                    _close(m, state["exp_avg"], 1e-9),
+                    f"{where}, m is wrong: it is the running mean of the "
+                    "gradient, m = beta1 * m + (1 - beta1) * grad (with the raw gradient)",
+                )
+                _expect(
+                    _close(v, state["exp_avg_sq"], 1e-9),
+                    f"{where}, v is wrong: it is the running mean of "
+                    "the squared gradient, v = beta2 * v + (1 - beta2) * grad**2",
+                )
         return "3 steps equal to torch.optim.AdamW's, with and without weight decay"
 
     return _check("adamw_update", "optim", body)
@@ -528,22 +687,33 @@ def check_warmup_cosine(warmup_cosine) -> bool:
                 want = lr_at(step, max_lr=max_lr, min_lr=min_lr, warmup_steps=warmup, decay_steps=decay)
                 if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15):
                     continue
-                where = (f"warmup_cosine({step}, max_lr={max_lr}, min_lr={min_lr}, warmup_steps={warmup}, "
-                         f"decay_steps={decay}) = {got:.6g}, expected {want:.6g}")  # fmt: skip
+                where = (
+                    f"warmup_cosine({step}, max_lr={max_lr}, min_lr={min_lr}, warmup_steps={warmup}, "
+                    f"decay_steps={decay}) = {got:.6g}, expected {want:.6g}"
+                )
                 if step < warmup:
-                    _expect(not math.isclose(got, max_lr * step / warmup, rel_tol=1e-9), f"{where}: step 0 "
-                            "already trains, so warmup gives max_lr * (step + 1) / warmup_steps and reaches max_lr "
-                            "at step warmup_steps - 1")  # fmt: skip
+                    _expect(
+                        not math.isclose(got, max_lr * step / warmup, rel_tol=1e-9),
+                        f"{where}: step 0 "
+                        "already trains, so warmup gives max_lr * (step + 1) / warmup_steps and reaches max_lr "
+                        "at step warmup_steps - 1",
+                    )
                     _fail(f"{where}: warmup rises linearly, max_lr * (step + 1) / warmup_steps")
                 if step >= decay:
-                    _fail(f"{where}: from decay_steps on the rate stays at min_lr (the cosine would climb back up)")
+                    _fail(
+                        f"{where}: from decay_steps on the rate stays at min_lr (the cosine would climb back up)"
+                    )
                 progress = (step - warmup) / (decay - warmup)
-                _expect(not math.isclose(got, 0.5 * max_lr * (1 + math.cos(math.pi * progress)), rel_tol=1e-9),
-                        f"{where}: the cosine ends at min_lr, not 0: "
-                        "min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * progress))")  # fmt: skip
-                _fail(f"{where}: the cosine starts where the warmup ends, progress = (step - warmup_steps) / "
-                      "(decay_steps - warmup_steps) runs from 0 to 1, and the rate is "
-                      "min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * progress))")  # fmt: skip
+                _expect(
+                    not math.isclose(got, 0.5 * max_lr * (1 + math.cos(math.pi * progress)), rel_tol=1e-9),
+                    f"{where}: the cosine ends at min_lr, not 0: "
+                    "min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * progress))",
+                )
+                _fail(
+                    f"{where}: the cosine starts where the warmup ends, progress = (step - warmup_steps) / "
+                    "(decay_steps - warmup_steps) runs from 0 to 1, and the rate is "
+                    "min_lr + 0.5 * (max_lr - min_lr) * (1 + cos(pi * progress))"
+                )
         return "every step of two schedules equal to gptlib.optim.lr_at, with and without warmup"
 
     return _check("warmup_cosine", "optim", body)
@@ -556,7 +726,9 @@ def _tiny_gpt(seed: int = 0):
     from gptlib.model import GPT, GPTConfig
 
     torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=64, context=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0, attn_dropout=0.0))
+    return GPT(
+        GPTConfig(vocab_size=64, context=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0, attn_dropout=0.0)
+    )
 
 
 def _token_batches(n: int, batch_size: int = 2, length: int = 16, seed: int = 0):
@@ -581,7 +753,9 @@ def _grads_of(model, micro_batches, divide: bool = True):
 def _all_close(got: list, want: list, scale: float = 1.0) -> bool:
     import torch
 
-    return all(g is not None and torch.allclose(g, w * scale, rtol=1e-4, atol=1e-6) for g, w in zip(got, want))
+    return all(
+        g is not None and torch.allclose(g, w * scale, rtol=1e-4, atol=1e-6) for g, w in zip(got, want)
+    )
 
 
 def check_accumulate_gradients(accumulate_gradients) -> bool:
@@ -599,23 +773,37 @@ def check_accumulate_gradients(accumulate_gradients) -> bool:
         model.zero_grad(set_to_none=True)
         loss = accumulate_gradients(model, micro)
         got = [p.grad for p in model.parameters()]
-        _expect(all(g is not None for g in got), "some parameters have no gradient: call .backward() on each "
-                                                 "micro-batch's loss")  # fmt: skip
+        _expect(
+            all(g is not None for g in got),
+            "some parameters have no gradient: call .backward() on each micro-batch's loss",
+        )
         if not _all_close(got, want):
             k = len(micro)
-            _expect(not _all_close(got, want, k), f"the gradients are {k} times too large: the loss is a mean, so "
-                    "divide each micro-batch's loss by the number of micro-batches before .backward()")  # fmt: skip
+            _expect(
+                not _all_close(got, want, k),
+                f"the gradients are {k} times too large: the loss is a mean, so "
+                "divide each micro-batch's loss by the number of micro-batches before .backward()",
+            )
             last = _grads_of(model, micro[-1:])
-            _expect(not (_all_close(got, last, 1 / k) or _all_close(got, last)), "only the last micro-batch's "
-                    "gradient is left: do not zero the gradients between micro-batches, .backward() adds into .grad")  # fmt: skip
-            _fail("the gradients differ from one batch made of all the micro-batches: for each (x, y), "
-                  "_, loss = model(x, y); (loss / len(micro_batches)).backward()")  # fmt: skip
+            _expect(
+                not (_all_close(got, last, 1 / k) or _all_close(got, last)),
+                "only the last micro-batch's "
+                "gradient is left: do not zero the gradients between micro-batches, .backward() adds into .grad",
+            )
+            _fail(
+                "the gradients differ from one batch made of all the micro-batches: for each (x, y), "
+                "_, loss = model(x, y); (loss / len(micro_batches)).backward()"
+            )
         _expect(loss is not None, "accumulate_gradients returned None: return the mean loss")
         loss = float(loss)
-        _expect(not math.isclose(loss, want_loss * len(micro), rel_tol=1e-4), "the returned loss is the sum over "
-                "micro-batches: return their mean, the loss of the whole batch")  # fmt: skip
-        _expect(math.isclose(loss, want_loss, rel_tol=1e-4), f"the returned loss is {loss:.5f}, expected "
-                f"{want_loss:.5f}: the mean of the micro-batch losses")  # fmt: skip
+        _expect(
+            not math.isclose(loss, want_loss * len(micro), rel_tol=1e-4),
+            "the returned loss is the sum over micro-batches: return their mean, the loss of the whole batch",
+        )
+        _expect(
+            math.isclose(loss, want_loss, rel_tol=1e-4),
+            f"the returned loss is {loss:.5f}, expected {want_loss:.5f}: the mean of the micro-batch losses",
+        )
         return "4 micro-batches give the gradient and the loss of one batch of 8"
 
     return _check("accumulate_gradients", "optim", body)
@@ -641,18 +829,29 @@ def check_scaler_update(scaler_update) -> bool:
             reference.update()
             if (scale, clean) == (reference.scale_value, reference.clean_steps):
                 continue
-            where = (f"update {n} (scale {before[0]:g}, clean_steps {before[1]}, found_inf={found_inf}, "
-                     f"growth_interval={interval}) gave {(scale, clean)}, expected "
-                     f"{(reference.scale_value, reference.clean_steps)}")  # fmt: skip
+            where = (
+                f"update {n} (scale {before[0]:g}, clean_steps {before[1]}, found_inf={found_inf}, "
+                f"growth_interval={interval}) gave {(scale, clean)}, expected "
+                f"{(reference.scale_value, reference.clean_steps)}"
+            )
             if found_inf:
-                _expect(scale == reference.scale_value, f"{where}: an overflow halves the scale (the gradients "
-                        "held inf or NaN, so the scale was too high and the step was skipped)")  # fmt: skip
+                _expect(
+                    scale == reference.scale_value,
+                    f"{where}: an overflow halves the scale (the gradients "
+                    "held inf or NaN, so the scale was too high and the step was skipped)",
+                )
                 _fail(f"{where}: an overflow also restarts the count of clean steps at 0")
             if before[1] + 1 < interval:
-                _expect(scale == before[0], f"{where}: a clean step leaves the scale alone until growth_interval "
-                        "clean steps in a row")  # fmt: skip
+                _expect(
+                    scale == before[0],
+                    f"{where}: a clean step leaves the scale alone until growth_interval "
+                    "clean steps in a row",
+                )
                 _fail(f"{where}: a clean step adds one to clean_steps")
-            _expect(scale == 2 * before[0], f"{where}: the growth_interval-th clean step in a row doubles the scale")
+            _expect(
+                scale == 2 * before[0],
+                f"{where}: the growth_interval-th clean step in a row doubles the scale",
+            )
             _fail(f"{where}: after doubling, the count of clean steps starts again from 0")
         return f"{len(overflows)} updates equal to DynamicLossScaler's: halvings, doublings and the counter"
 
@@ -688,10 +887,15 @@ def _library_step(model, optimizer, batches, grad_accum: int, grad_clip: float, 
     from gptlib.optim import choose_precision
     from gptlib.train import train_step
 
-    state = SimpleNamespace(cfg=SimpleNamespace(grad_accum=grad_accum, grad_clip=grad_clip), model=model,
-                            forward=model, optimizer=optimizer, precision=choose_precision("cpu", "fp32"),
-                            scaler=torch.amp.GradScaler("cpu", enabled=False),
-                            dist=SimpleNamespace(device=torch.device("cpu"), world_size=1))  # fmt: skip
+    state = SimpleNamespace(
+        cfg=SimpleNamespace(grad_accum=grad_accum, grad_clip=grad_clip),
+        model=model,
+        forward=model,
+        optimizer=optimizer,
+        precision=choose_precision("cpu", "fp32"),
+        scaler=torch.amp.GradScaler("cpu", enabled=False),
+        dist=SimpleNamespace(device=torch.device("cpu"), world_size=1),
+    )
     return train_step(state, batches, lr)[0]
 
 
@@ -711,11 +915,17 @@ def check_training_step(training_step) -> bool:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
         batches = _Counted(micro + _token_batches(2, seed=9))  # two more than needed: taking them shows
         loss = training_step(model, optimizer, batches, len(micro), grad_clip, 0.1)
-        _expect(batches.taken == len(micro), f"training_step took {batches.taken} batches with grad_accum="
-                f"{len(micro)}: take exactly grad_accum micro-batches with next(batches)")  # fmt: skip
-        _expect(all(p.grad is None or not p.grad.any() for p in model.parameters()), "the gradients are still "
-                "there after the step: zero them (optimizer.zero_grad(set_to_none=True)), or the next step adds "
-                "onto them")  # fmt: skip
+        _expect(
+            batches.taken == len(micro),
+            f"training_step took {batches.taken} batches with grad_accum="
+            f"{len(micro)}: take exactly grad_accum micro-batches with next(batches)",
+        )
+        _expect(
+            all(p.grad is None or not p.grad.any() for p in model.parameters()),
+            "the gradients are still "
+            "there after the step: zero them (optimizer.zero_grad(set_to_none=True)), or the next step adds "
+            "onto them",
+        )
         return [(b - p.detach()) for b, p in zip(before, model.parameters())], loss
 
     def body():
@@ -725,31 +935,53 @@ def check_training_step(training_step) -> bool:
         with torch.no_grad():
             losses = [model(x, y)[1].item() for x, y in micro]
         moved, loss = sgd_step(copy.deepcopy(model), micro, grad_clip=1e6)
-        _expect(any(m.any() for m in moved), "the parameters did not move: call optimizer.step() after the "
-                                             "backward passes")  # fmt: skip
+        _expect(
+            any(m.any() for m in moved),
+            "the parameters did not move: call optimizer.step() after the backward passes",
+        )
         if not _all_close(moved, want, 0.1):
-            _expect(not _all_close(moved, want, 0.5), "the step used the optimizer's old learning rate: set "
-                    "group['lr'] = lr for every group in optimizer.param_groups before optimizer.step()")  # fmt: skip
-            _expect(not _all_close(moved, want, 0.1 * k), f"the step is {k} times too large: divide each "
-                    "micro-batch's loss by grad_accum before .backward()")  # fmt: skip
+            _expect(
+                not _all_close(moved, want, 0.5),
+                "the step used the optimizer's old learning rate: set "
+                "group['lr'] = lr for every group in optimizer.param_groups before optimizer.step()",
+            )
+            _expect(
+                not _all_close(moved, want, 0.1 * k),
+                f"the step is {k} times too large: divide each "
+                "micro-batch's loss by grad_accum before .backward()",
+            )
             last = _grads_of(model, micro[-1:])
-            _expect(not (_all_close(moved, last, 0.1 / k) or _all_close(moved, last, 0.1)), "only the last "
-                    "micro-batch counted: do not zero the gradients between micro-batches")  # fmt: skip
+            _expect(
+                not (_all_close(moved, last, 0.1 / k) or _all_close(moved, last, 0.1)),
+                "only the last micro-batch counted: do not zero the gradients between micro-batches",
+            )
             _fail("the step differs from one SGD step on the mean gradient of the micro-batches")
         _expect(loss is not None, "training_step returned None: return the mean loss of the micro-batches")
         loss, mean = float(loss), sum(losses) / k
-        _expect(not math.isclose(loss, sum(losses), rel_tol=1e-4), "the returned loss is the sum over micro-batches: "
-                                                                   "divide it by grad_accum")  # fmt: skip
-        _expect(math.isclose(loss, mean, rel_tol=1e-4), f"the returned loss is {loss:.5f}, expected {mean:.5f}: the "
-                "mean of the grad_accum micro-batch losses (not the last one)")  # fmt: skip
+        _expect(
+            not math.isclose(loss, sum(losses), rel_tol=1e-4),
+            "the returned loss is the sum over micro-batches: divide it by grad_accum",
+        )
+        _expect(
+            math.isclose(loss, mean, rel_tol=1e-4),
+            f"the returned loss is {loss:.5f}, expected {mean:.5f}: the "
+            "mean of the grad_accum micro-batch losses (not the last one)",
+        )
 
         norm = torch.sqrt(sum((g**2).sum() for g in want)).item()
-        moved, _ = sgd_step(copy.deepcopy(model), micro, grad_clip=norm / 10)  # clipping divides the step by 10
+        moved, _ = sgd_step(
+            copy.deepcopy(model), micro, grad_clip=norm / 10
+        )  # clipping divides the step by 10
         if not _all_close(moved, want, 0.01):
-            _expect(not _all_close(moved, want, 0.1), "the gradient was not clipped: after the last backward, "
-                    "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip), then the step")  # fmt: skip
-            _fail("the clipped step is wrong: clip once, the global norm of all the summed gradients, after the "
-                  "last micro-batch's backward and before optimizer.step()")  # fmt: skip
+            _expect(
+                not _all_close(moved, want, 0.1),
+                "the gradient was not clipped: after the last backward, "
+                "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip), then the step",
+            )
+            _fail(
+                "the clipped step is wrong: clip once, the global norm of all the summed gradients, after the "
+                "last micro-batch's backward and before optimizer.step()"
+            )
 
         from gptlib.optim import make_adamw
 
@@ -761,10 +993,14 @@ def check_training_step(training_step) -> bool:
             step_losses = [float(step(twin, optimizer, batches, 2, 1.0, lr)) for lr in (2e-3, 1e-3)]
             runs.append((step_losses, [p.detach() for p in twin.parameters()]))
         (got_losses, got_params), (want_losses, want_params) = runs
-        _expect(all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(got_losses, want_losses)),
-                f"over two AdamW steps the losses are {got_losses}, gptlib.train.train_step's {want_losses}")
-        _expect(_all_close(got_params, want_params), "after two AdamW steps the parameters differ from "
-                                                     "gptlib.train.train_step's")  # fmt: skip
+        _expect(
+            all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(got_losses, want_losses)),
+            f"over two AdamW steps the losses are {got_losses}, gptlib.train.train_step's {want_losses}",
+        )
+        _expect(
+            _all_close(got_params, want_params),
+            "after two AdamW steps the parameters differ from gptlib.train.train_step's",
+        )
         return "SGD steps with and without clipping, and two AdamW steps equal to gptlib.train.train_step's"
 
     return _check("training_step", "training", body)

@@ -27,6 +27,8 @@ import secrets
 import shutil
 from pathlib import Path
 
+from .errors import GptlibError
+
 __all__ = [
     "new_sha256",
     "sha256_bytes",
@@ -175,8 +177,16 @@ def remove_stale_temporaries(folder, recursive: bool = False) -> list[Path]:
 # --- reading --------------------------------------------------------------------------------------------
 
 
-def read_json_document(path, *, format: str, version: int, required=(), error=ValueError,
-                       version_key: str = "version", what: str = "file") -> dict:  # fmt: skip
+def read_json_document(
+    path,
+    *,
+    format: str,
+    version: int,
+    required=(),
+    error=ValueError,
+    version_key: str = "version",
+    what: str = "file",
+) -> dict:
     """The JSON object in `path`, checked before use: valid UTF-8 JSON, an object, `"format": format`,
     `version_key: version` and every field in `required`. Anything else raises `error` naming the file
     and the problem."""
@@ -194,7 +204,9 @@ def read_json_document(path, *, format: str, version: int, required=(), error=Va
     if not isinstance(document, dict) or document.get("format") != format:
         raise error(f"{path} is not a {format} {what}")
     if document.get(version_key) != version:
-        raise error(f"{path} has {version_key} {document.get(version_key)!r}; this gptlib reads version {version}")
+        raise error(
+            f"{path} has {version_key} {document.get(version_key)!r}; this gptlib reads version {version}"
+        )
     missing = [key for key in required if key not in document]
     if missing:
         raise error(f"{path} lacks the field(s) {missing}")
@@ -204,7 +216,7 @@ def read_json_document(path, *, format: str, version: int, required=(), error=Va
 # --- one writer per folder --------------------------------------------------------------------------
 
 
-class LockedError(RuntimeError):
+class LockedError(GptlibError, RuntimeError):
     "Another live process is writing to the folder."
 
 
@@ -229,8 +241,10 @@ class FolderLock:
                 raise
             with contextlib.suppress(OSError, ValueError):
                 owner = int(self.path.read_text().split()[0])
-                raise LockedError(f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
-                                  "wait for it to finish or stop it") from None  # fmt: skip
+                raise LockedError(
+                    f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
+                    "wait for it to finish or stop it"
+                ) from None
             raise LockedError(f"another process is writing to the {self.what} {self.path.parent}") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

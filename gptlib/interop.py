@@ -78,13 +78,19 @@ HF_FILE = "hf/tokenizer.json"
 
 def tiktoken_ranks_text(tokenizer: Tokenizer) -> str:
     "tiktoken's ranks file (`base64(token) rank` a line): `tiktoken.load.load_tiktoken_bpe` reads it."
-    return "".join(f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in tokenizer.mergeable_ranks().items())
+    return "".join(
+        f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in tokenizer.mergeable_ranks().items()
+    )
 
 
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-ins for bytes, which byte-level BPE in Hugging Face `tokenizers` uses:
     printable Latin-1 bytes stand for themselves, the others map to code points from 256 up."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table = {byte: chr(byte) for byte in printable}
     extra = 0
     for byte in range(256):
@@ -98,27 +104,59 @@ def huggingface_json(tokenizer: Tokenizer) -> dict:
     """A Hugging Face `tokenizer.json` with the same ids: split with our pattern, byte-level BPE with our
     merges, and `ignore_merges` so a chunk that is a whole token stays one token, as in tiktoken."""
     table = byte_to_unicode()
-    shown = ["".join(table[byte] for byte in tokenizer.token_bytes(i)) for i in range(tokenizer.n_vocab - len(SPECIAL_TOKENS))]
-    added = [{"id": token_id, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for name, token_id in tokenizer.special_tokens.items()]  # fmt: skip
+    shown = [
+        "".join(table[byte] for byte in tokenizer.token_bytes(i))
+        for i in range(tokenizer.n_vocab - len(SPECIAL_TOKENS))
+    ]
+    added = [
+        {
+            "id": token_id,
+            "content": name,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for name, token_id in tokenizer.special_tokens.items()
+    ]
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": added,
         "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": tokenizer.pattern}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        ]},  # fmt: skip
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": tokenizer.pattern},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            ],
+        },
         "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
             "vocab": {token: i for i, token in enumerate(shown)},
             "merges": [f"{shown[a]} {shown[b]}" for a, b in tokenizer.merges],
-        },  # fmt: skip
+        },
     }
 
 
@@ -127,7 +165,9 @@ def export_tokenizer(tokenizer: Tokenizer, folder) -> None:
     folder = Path(folder)
     (folder / HF_FILE).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / TIKTOKEN_FILE, tiktoken_ranks_text(tokenizer).encode())
-    atomic_write(folder / HF_FILE, (json.dumps(huggingface_json(tokenizer), ensure_ascii=False) + "\n").encode())
+    atomic_write(
+        folder / HF_FILE, (json.dumps(huggingface_json(tokenizer), ensure_ascii=False) + "\n").encode()
+    )
 
 
 def check_tokenizer_target(folder, *, overwrite: bool = False) -> None:
@@ -143,7 +183,9 @@ def check_tokenizer_target(folder, *, overwrite: bool = False) -> None:
             raise ValueError(f"{folder} already holds a tokenizer: choose another folder or pass --overwrite")
 
 
-def save_tokenizer_folder(tokenizer: Tokenizer, folder, *, overwrite: bool = False, extra: dict | None = None) -> Path:
+def save_tokenizer_folder(
+    tokenizer: Tokenizer, folder, *, overwrite: bool = False, extra: dict | None = None
+) -> Path:
     """Write a complete tokenizer folder: `Tokenizer.save` plus the exports, plus `extra` JSON files
     (name -> document). The folder is built under a temporary name and swapped in whole, so `folder` is
     always either the old tokenizer or the new one, never a mixture. An existing tokenizer is replaced
@@ -174,11 +216,16 @@ _EXPORT_FORMAT, _EXPORT_VERSION = "gptlib-bin-export", 1
 def _export_record(folder: Path) -> dict:
     "The entries (file name -> record) of `folder`'s export record; empty when it has none gptlib can read."
     try:
-        files = read_json_document(folder / EXPORT_RECORD, format=_EXPORT_FORMAT, version=_EXPORT_VERSION,
-                                   required=("files",))["files"]  # fmt: skip
+        files = read_json_document(
+            folder / EXPORT_RECORD, format=_EXPORT_FORMAT, version=_EXPORT_VERSION, required=("files",)
+        )["files"]
     except ValueError:
         return {}
-    return {name: entry for name, entry in files.items() if isinstance(entry, dict)} if isinstance(files, dict) else {}
+    return (
+        {name: entry for name, entry in files.items() if isinstance(entry, dict)}
+        if isinstance(files, dict)
+        else {}
+    )
 
 
 def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> dict[str, Path]:
@@ -188,15 +235,22 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
     folder, out = Path(folder), Path(out)
     manifest = read_manifest(folder)
     if manifest["tokens"]["dtype"] != "uint16":
-        raise ValueError(f"{fmt} stores uint16 tokens; the shards in {folder} are {manifest['tokens']['dtype']}")
+        raise ValueError(
+            f"{fmt} stores uint16 tokens; the shards in {folder} are {manifest['tokens']['dtype']}"
+        )
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a folder")
     record = _export_record(out)
     for name in names.values():
         target, entry = out / name, record.get(name, {})
-        if target.exists() and not (target.is_file() and entry.get("bytes") == target.stat().st_size
-                                    and entry.get("sha256") == sha256_file(target)):  # fmt: skip
-            raise ValueError(f"{target} exists and gptlib did not export it: move it away or choose another folder")
+        if target.exists() and not (
+            target.is_file()
+            and entry.get("bytes") == target.stat().st_size
+            and entry.get("sha256") == sha256_file(target)
+        ):
+            raise ValueError(
+                f"{target} exists and gptlib did not export it: move it away or choose another folder"
+            )
     out.mkdir(parents=True, exist_ok=True)
     entries = {}
     with contextlib.ExitStack() as stack:  # every file under a temporary name until all are complete
@@ -210,9 +264,18 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
                     for block in iter(lambda: tokens.read(1 << 22), b""):
                         f.write(block)
                         digest.update(block)
-            entries[name] = {"format": fmt, "split": split, "bytes": f.tell(), "sha256": digest.hexdigest(),
-                             "tokenizer": manifest["tokenizer"]["fingerprint"], "key": manifest.get("key")}  # fmt: skip
-    write_json(out / EXPORT_RECORD, {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION, "files": {**record, **entries}})
+            entries[name] = {
+                "format": fmt,
+                "split": split,
+                "bytes": f.tell(),
+                "sha256": digest.hexdigest(),
+                "tokenizer": manifest["tokenizer"]["fingerprint"],
+                "key": manifest.get("key"),
+            }
+    write_json(
+        out / EXPORT_RECORD,
+        {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION, "files": {**record, **entries}},
+    )
     return {split: out / name for split, name in names.items()}
 
 
@@ -273,8 +336,14 @@ def document_ends(tokens: np.ndarray, eos_id: int, block: int = 1 << 24) -> np.n
     return ends.astype(np.int64)
 
 
-def check_own_encoding(tokens: np.ndarray, ends: np.ndarray, tokenizer: Tokenizer, source, samples: int = 8,
-                       max_tokens: int = 1 << 16) -> None:  # fmt: skip
+def check_own_encoding(
+    tokens: np.ndarray,
+    ends: np.ndarray,
+    tokenizer: Tokenizer,
+    source,
+    samples: int = 8,
+    max_tokens: int = 1 << 16,
+) -> None:
     """Refuse token ids that `tokenizer` did not produce. BPE's output is a fixed point of decode-then-encode:
     decoding a document and encoding its text again gives the same ids back. Another tokenizer's ids almost
     never do (their bytes differ, so the text differs, so the merges differ). `samples` documents spread over
@@ -302,13 +371,17 @@ def _check_made_by(source: Path, tokens: np.ndarray, ends: np.ndarray, tokenizer
     entry = _export_record(source.parent).get(source.name)
     if entry and entry.get("bytes") == source.stat().st_size and entry.get("sha256") == sha256_file(source):
         if entry.get("tokenizer") != tokenizer.fingerprint():
-            raise ShardError(f"{source} was exported from shards made by tokenizer {str(entry.get('tokenizer'))[:16]}…, "
-                             f"not by this one ({tokenizer.fingerprint()[:16]}…): import it with that tokenizer")  # fmt: skip
+            raise ShardError(
+                f"{source} was exported from shards made by tokenizer {str(entry.get('tokenizer'))[:16]}…, "
+                f"not by this one ({tokenizer.fingerprint()[:16]}…): import it with that tokenizer"
+            )
         return
     check_own_encoding(tokens, ends, tokenizer, source)
 
 
-def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", shard_tokens: int = 50_000_000) -> dict:
+def import_bins(
+    train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", shard_tokens: int = 50_000_000
+) -> dict:
     """Turn nanoGPT (`fmt="nanogpt"`) or llm.c (`fmt="llmc"`) train/val files made with `tokenizer` into a
     shard folder at `out`; returns its manifest. Both files are checked before anything is written."""
     readers = {"nanogpt": read_nanogpt_bin, "llmc": read_llmc_bin}
@@ -322,7 +395,9 @@ def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", sha
     for split, source in sources.items():
         tokens = readers[fmt](source)
         if int(tokens.max()) >= tok.n_vocab:
-            raise ShardError(f"{source} holds token id {int(tokens.max())}, beyond this tokenizer's {tok.n_vocab} ids")
+            raise ShardError(
+                f"{source} holds token id {int(tokens.max())}, beyond this tokenizer's {tok.n_vocab} ids"
+            )
         found[split] = tokens, document_ends(tokens, tok.eos_id)
         _check_made_by(source, *found[split], tok)
     refuse_strangers(out)
@@ -333,16 +408,31 @@ def import_bins(train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", sha
         for split, (tokens, ends) in found.items():
             starts, records = np.concatenate([[0], ends[:-1]]), []
             for s, (first, end) in enumerate(plan_shards(ends - starts, shard_tokens)):
-                documents = (tokens[a:b] for a, b in zip(starts[first:end].tolist(), ends[first:end].tolist()))
-                records.append(write_shard(work / split, f"{split}_{s:05d}", documents, dtype, tokenizer_name(tok), root=work))
+                documents = (
+                    tokens[a:b] for a, b in zip(starts[first:end].tolist(), ends[first:end].tolist())
+                )
+                records.append(
+                    write_shard(
+                        work / split, f"{split}_{s:05d}", documents, dtype, tokenizer_name(tok), root=work
+                    )
+                )
             splits[split] = {"n_tokens": len(tokens), "n_documents": len(ends), "shards": records}
         n_documents = sum(entry["n_documents"] for entry in splits.values())
         manifest = new_manifest(
-            work, tok, np.arange(n_documents, dtype=np.int64), splits, framing="as imported; documents end after eos",
-            key=None, corpus={"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": n_documents},
+            work,
+            tok,
+            np.arange(n_documents, dtype=np.int64),
+            splits,
+            framing="as imported; documents end after eos",
+            key=None,
+            corpus={"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": n_documents},
             shuffle={"generator": None, "seed": None, "note": f"imported from {fmt} files in their order"},
-            split={"val_fraction": None, "rule": f"as in the {fmt} files", "n_val_documents": splits["val"]["n_documents"]},
+            split={
+                "val_fraction": None,
+                "rule": f"as in the {fmt} files",
+                "n_val_documents": splits["val"]["n_documents"],
+            },
             shard_tokens=shard_tokens,
-        )  # fmt: skip
+        )
         publish(work, out, manifest)
     return manifest

@@ -19,7 +19,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from .data import TokenSplit, open_split
 
 # %% auto #0
-__all__ = ['batch_xy', 'epoch_permutation', 'rank_windows', 'WindowBatches', 'BatchLoader', 'eval_batches']
+__all__ = ["batch_xy", "epoch_permutation", "rank_windows", "WindowBatches", "BatchLoader", "eval_batches"]
+
 
 # %% ../notebooks/03_loader.ipynb #1efc0f55
 def batch_xy(tokens: TokenSplit, starts, context: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,6 +41,7 @@ def batch_xy(tokens: TokenSplit, starts, context: int) -> tuple[torch.Tensor, to
         xy[1, row] = window[1:]
     return torch.from_numpy(xy[0]), torch.from_numpy(xy[1])
 
+
 # %% ../notebooks/03_loader.ipynb #4cacd50c
 def epoch_permutation(n_windows: int, seed: int, epoch: int) -> np.ndarray:
     """The order windows are visited in during `epoch`: a permutation drawn by numpy's PCG64 seeded with
@@ -55,13 +57,22 @@ def rank_windows(order: np.ndarray, rank: int, world_size: int) -> np.ndarray:
     per_rank = len(order) // world_size
     return order[rank : per_rank * world_size : world_size]
 
+
 # %% ../notebooks/03_loader.ipynb #9d86ae20
 class WindowBatches(Dataset):
     """Batch `k` of an endless shuffled stream over a split's windows: `dataset[k] -> (x, y)`, each (B, T)
     int64, a pure function of (seed, k) for a given split, B, T, rank and world size."""
 
-    def __init__(self, tokens: TokenSplit, batch_size: int, context: int, *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1):  # fmt: skip
+    def __init__(
+        self,
+        tokens: TokenSplit,
+        batch_size: int,
+        context: int,
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         for name, value in (("batch_size", batch_size), ("context", context), ("world_size", world_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -84,7 +95,9 @@ class WindowBatches(Dataset):
         """The window indices of batch `step` (B,)."""
         epoch, position = divmod(step, self.batches_per_epoch)
         if epoch != self._epoch:
-            self._order = rank_windows(epoch_permutation(self.n_windows, self.seed, epoch), self.rank, self.world_size)
+            self._order = rank_windows(
+                epoch_permutation(self.n_windows, self.seed, epoch), self.rank, self.world_size
+            )
             self._epoch = epoch
         return self._order[position * self.batch_size : (position + 1) * self.batch_size]
 
@@ -93,6 +106,7 @@ class WindowBatches(Dataset):
 
     def __getstate__(self):  # sent to worker processes without the cached order
         return {**self.__dict__, "_epoch": None, "_order": None}
+
 
 # %% ../notebooks/03_loader.ipynb #endless-steps
 class _EndlessSteps(Sampler):
@@ -104,14 +118,23 @@ class _EndlessSteps(Sampler):
     def __iter__(self):
         return itertools.count(self.start)
 
+
 # %% ../notebooks/03_loader.ipynb #worker-helpers
 def _worker_loader(dataset: WindowBatches, num_workers: int, pin_memory: bool) -> DataLoader:
     """A `DataLoader` whose persistent workers make whole batches of `dataset` ahead of time, two each, in the
     order of an endless sampler: batch `loader.sampler.start` first."""
     # its own generator: starting workers draws their base seed from it, not from torch's global RNG,
     # so the training loop's random numbers (dropout) are the same with and without workers
-    return DataLoader(dataset, batch_size=None, sampler=_EndlessSteps(), num_workers=num_workers, prefetch_factor=2,
-                      persistent_workers=True, pin_memory=pin_memory, generator=torch.Generator().manual_seed(dataset.seed))  # fmt: skip
+    return DataLoader(
+        dataset,
+        batch_size=None,
+        sampler=_EndlessSteps(),
+        num_workers=num_workers,
+        prefetch_factor=2,
+        persistent_workers=True,
+        pin_memory=pin_memory,
+        generator=torch.Generator().manual_seed(dataset.seed),
+    )
 
 
 def _batches_from(dataset: WindowBatches, step: int, loader: DataLoader | None) -> Iterator:
@@ -131,6 +154,7 @@ def _to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, pin_memor
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=pin_memory), y.to(device, non_blocking=pin_memory)
 
+
 # %% ../notebooks/03_loader.ipynb #loader-state
 def _step_of(state, batches_per_epoch: int) -> int:
     """The batches handed out by a loader whose `state_dict()` was `state`, once `state` is checked against a
@@ -147,22 +171,40 @@ def _step_of(state, batches_per_epoch: int) -> int:
         )
     return state["epoch"] * batches_per_epoch + state["position"]
 
+
 # %% ../notebooks/03_loader.ipynb #81931217
 class BatchLoader(Iterator):
     """An endless, seeded, resumable stream of `(x, y)` int64 batches (B, T) on `device` from the memory-mapped
     shards of `split` (verified on construction; `checksums=False`: sizes only), rank `rank` of `world_size` seeing
     its own windows. `state_dict()` is `{"epoch", "position", "seed"}`; loading it resumes the stream exactly."""
 
-    def __init__(self, shards: Path, split: str, batch_size: int, context: int, *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, num_workers: int = 2, device="cpu", tokenizer=None, checksums: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        shards: Path,
+        split: str,
+        batch_size: int,
+        context: int,
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 2,
+        device="cpu",
+        tokenizer=None,
+        checksums: bool = True,
+    ):
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
         self.tokens = open_split(shards, split, tokenizer, checksums=checksums)
-        self.dataset = WindowBatches(self.tokens, batch_size, context, seed=seed, rank=rank, world_size=world_size)
+        self.dataset = WindowBatches(
+            self.tokens, batch_size, context, seed=seed, rank=rank, world_size=world_size
+        )
         self.device, self.num_workers = torch.device(device), num_workers
         self.pin_memory = self.device.type == "cuda" and torch.cuda.is_available()
         self._step = 0  # batches handed to the caller so far
-        self._loader = self._iterator = None  # the workers' DataLoader and the stream, made by the next `next`
+        self._loader = self._iterator = (
+            None  # the workers' DataLoader and the stream, made by the next `next`
+        )
 
     @property
     def seed(self) -> int:
@@ -194,8 +236,9 @@ class BatchLoader(Iterator):
         step = _step_of(state, self.batches_per_epoch)
         if state["seed"] != self.seed:  # another order of windows: a new dataset, and workers that hold it
             d = self.dataset
-            self.dataset = WindowBatches(d.tokens, d.batch_size, d.context, seed=state["seed"], rank=d.rank,
-                                         world_size=d.world_size)  # fmt: skip
+            self.dataset = WindowBatches(
+                d.tokens, d.batch_size, d.context, seed=state["seed"], rank=d.rank, world_size=d.world_size
+            )
             self.close()
         self._step, self._iterator = step, None
 
@@ -205,12 +248,23 @@ class BatchLoader(Iterator):
 
     def __repr__(self) -> str:
         d = self.dataset
-        return (f"BatchLoader({self.tokens.split!r}, B={d.batch_size}, T={d.context}, seed={d.seed}, "
-                f"rank {d.rank}/{d.world_size}, {self.num_workers} workers, {self.device}, step {self._step})")  # fmt: skip
+        return (
+            f"BatchLoader({self.tokens.split!r}, B={d.batch_size}, T={d.context}, seed={d.seed}, "
+            f"rank {d.rank}/{d.world_size}, {self.num_workers} workers, {self.device}, step {self._step})"
+        )
+
 
 # %% ../notebooks/03_loader.ipynb #88e63479
-def eval_batches(tokens: TokenSplit, batch_size: int, context: int, max_batches: int | None = None, device="cpu", *,
-                 rank: int = 0, world_size: int = 1):  # fmt: skip
+def eval_batches(
+    tokens: TokenSplit,
+    batch_size: int,
+    context: int,
+    max_batches: int | None = None,
+    device="cpu",
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+):
     """A deterministic pass over the windows of `tokens` (an opened split) in order (rank `rank` of
     `world_size` takes every `world_size`-th window): batches of (x, y), each (B, T) int64 on `device`.
     `max_batches` full batches, or with `max_batches=None` every window once (the last batch may be smaller)."""
@@ -221,8 +275,14 @@ def eval_batches(tokens: TokenSplit, batch_size: int, context: int, max_batches:
         raise ValueError(f"max_batches must be None or a positive int, got {max_batches!r}")
     windows = rank_windows(np.arange((len(tokens) - 1) // context), rank, world_size)
     if len(windows) == 0:
-        raise ValueError(f"split {tokens.split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks")
-    n_batches = -(-len(windows) // batch_size) if max_batches is None else min(max(1, len(windows) // batch_size), max_batches)
+        raise ValueError(
+            f"split {tokens.split!r} has {len(tokens):,d} tokens: not one window of {context + 1} for each of {world_size} ranks"
+        )
+    n_batches = (
+        -(-len(windows) // batch_size)
+        if max_batches is None
+        else min(max(1, len(windows) // batch_size), max_batches)
+    )
     device = torch.device(device)
     return _eval_batches(tokens, windows, batch_size, context, n_batches, device)
 

@@ -25,7 +25,9 @@ import numpy as np
 __all__ = ["reference_losses", "TrainingText", "sample_quality"]
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
-_HEADING = re.compile(r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*")  # a name and a full stop, alone on a line
+_HEADING = re.compile(
+    r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*"
+)  # a name and a full stop, alone on a line
 _STUTTER = re.compile(r"([A-Za-z])\1\1|([A-Za-z]{2})\2\2")
 
 
@@ -42,7 +44,11 @@ def reference_losses(train, val, n_vocab: int, smoothing: float = 0.1) -> dict[s
     at = np.minimum(np.searchsorted(pairs, wanted), len(pairs) - 1)
     seen = np.where(pairs[at] == wanted, counts[at], 0) + smoothing  # count of (a, b) in train
     followers = np.bincount(train[:-1], minlength=n_vocab)[val[:-1]] + smoothing * n_vocab  # count of (a, *)
-    return {"ln V": math.log(n_vocab), "unigram": float(unigram_loss), "bigram": float(-np.log(seen / followers).mean())}
+    return {
+        "ln V": math.log(n_vocab),
+        "unigram": float(unigram_loss),
+        "bigram": float(-np.log(seen / followers).mean()),
+    }
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,9 @@ class TrainingText:
         "From a split of token shards (`gptlib.data.TokenSplit`), document by document, special tokens left out."
         ends = tokens.doc_ends.tolist()
         documents = (tokens.read(start, end) for start, end in zip([0, *ends[:-1]], ends))
-        return cls.from_texts(tokenizer.decode(doc[doc < tokenizer.bos_id]) for doc in documents)  # specials: last ids
+        return cls.from_texts(
+            tokenizer.decode(doc[doc < tokenizer.bos_id]) for doc in documents
+        )  # specials: last ids
 
 
 def _headings(text: str) -> list[str]:

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Distributed", "resolve_device", "setup_distributed", "compile_or_fallback", "training_module", "StopRequest"]
+__all__ = [
+    "Distributed",
+    "resolve_device",
+    "setup_distributed",
+    "compile_or_fallback",
+    "training_module",
+    "StopRequest",
+]
 
 
 @dataclass
@@ -72,14 +79,18 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
         raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from e
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device {name!r}: this torch has no CUDA or sees no GPU; use --device cpu (or auto)")
+            raise ValueError(
+                f"device {name!r}: this torch has no CUDA or sees no GPU; use --device cpu (or auto)"
+            )
         if device.index is None:
             device = torch.device("cuda", local_rank)
         if device.index >= torch.cuda.device_count():
             raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} GPU(s) are visible")
     elif device.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ValueError(f"device {name!r}: MPS (Apple GPUs) is not available here; use --device cpu (or auto)")
+            raise ValueError(
+                f"device {name!r}: MPS (Apple GPUs) is not available here; use --device cpu (or auto)"
+            )
     elif device.type != "cpu":
         raise ValueError(f"device {name!r} is not supported: use auto, cpu, cuda, cuda:N or mps")
     return device
@@ -113,7 +124,10 @@ def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module
         loss.backward()
         outcome = (compiled, "torch.compile on")
     except Exception as e:  # compilers fail in many ways (no C compiler, unsupported op, ...)
-        outcome = (model, f"torch.compile failed, running eager ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+        outcome = (
+            model,
+            f"torch.compile failed, running eager ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+        )
     model.zero_grad(set_to_none=True)
     torch.set_rng_state(rng)
     return outcome
@@ -129,7 +143,9 @@ def training_module(model, dist: Distributed, precision, *, compile: bool = Fals
     if dist.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        forward = DistributedDataParallel(forward, device_ids=[dist.device.index] if dist.device.type == "cuda" else None)
+        forward = DistributedDataParallel(
+            forward, device_ids=[dist.device.index] if dist.device.type == "cuda" else None
+        )
     return forward, note
 
 

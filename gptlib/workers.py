@@ -41,8 +41,16 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from itertools import chain, repeat
 
-__all__ = ["WATCH_SECONDS", "default_workers", "resolve_workers", "worker_pool", "text_batches", "share_batches",
-           "map_with", "gc_paused"]  # fmt: skip
+__all__ = [
+    "WATCH_SECONDS",
+    "default_workers",
+    "resolve_workers",
+    "worker_pool",
+    "text_batches",
+    "share_batches",
+    "map_with",
+    "gc_paused",
+]
 
 WATCH_SECONDS = 0.5  # how often a worker's watchdog thread checks that its parent is alive
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -98,7 +106,9 @@ def _start_worker(parent: int | None, initializer: Callable | None, initargs: tu
         initializer(*initargs)
 
 
-def worker_pool(workers: int, initializer: Callable | None = None, initargs: tuple = ()) -> ProcessPoolExecutor:
+def worker_pool(
+    workers: int, initializer: Callable | None = None, initargs: tuple = ()
+) -> ProcessPoolExecutor:
     """A `ProcessPoolExecutor` of `workers` processes (started the default way) whose workers exit when this
     process dies, even by SIGKILL. `initializer(*initargs)` then runs in each worker, as usual."""
     method = multiprocessing.get_start_method(allow_none=False)
@@ -134,8 +144,15 @@ def text_batches(texts: Iterable[str], batch_chars: int | None, workers: int) ->
         yield batch
 
 
-def share_batches(batches: Iterable[list], helper: Callable, args: tuple = (), *, here: Callable[[object], None],
-                  done: Callable[[list, object], None], workers: int) -> None:  # fmt: skip
+def share_batches(
+    batches: Iterable[list],
+    helper: Callable,
+    args: tuple = (),
+    *,
+    here: Callable[[object], None],
+    done: Callable[[list, object], None],
+    workers: int,
+) -> None:
     """Handle every batch (a list) once. `workers - 1` helper processes take one batch each at a time and
     return `helper(batch, *args)` (a module-level function); meanwhile this process handles the batches no
     helper is free for, an item at a time (`here(item)`), handing the next batch to a helper as soon as one

@@ -160,7 +160,9 @@ def test_jsonl_reads_the_text_field_and_names_bad_lines(tmp_path):
 def test_a_jsonl_line_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
     latin1 = tmp_path / "latin1.jsonl"
     latin1.write_bytes(b'{"text": "ok"}\r\n{"text": "caf\xe9"}\n')
-    with pytest.raises(CorpusError, match=r"latin1.jsonl:2 is not valid UTF-8 \(byte 13: invalid continuation byte\)"):
+    with pytest.raises(
+        CorpusError, match=r"latin1.jsonl:2 is not valid UTF-8 \(byte 13: invalid continuation byte\)"
+    ):
         list(open_corpus(str(latin1)))
 
 

@@ -68,8 +68,16 @@ def sources(tmp_path_factory, corpus_texts, tok):
 
 
 def config(sources, out, **overrides) -> DataConfig:
-    settings = dict(corpus=str(sources / "corpus"), tokenizer=sources / "tokenizer", out=out, seed=7,
-                    val_fraction=0.2, shard_tokens=3_000, workers=1, chunk_chars=8_000)  # fmt: skip
+    settings = dict(
+        corpus=str(sources / "corpus"),
+        tokenizer=sources / "tokenizer",
+        out=out,
+        seed=7,
+        val_fraction=0.2,
+        shard_tokens=3_000,
+        workers=1,
+        chunk_chars=8_000,
+    )
     return DataConfig(**{**settings, **overrides})
 
 
@@ -435,8 +443,13 @@ def test_datatrove_reads_our_document_index_and_metadata(prepared, tok):
     with_positions = dataset_module.DatatroveFileDataset(
         str(shard), seq_len=seq_len, token_size=2, return_positions=True
     )
-    from_eos = dataset_module.DatatroveFileDataset(str(shard), seq_len=seq_len, token_size=2, return_positions=True,
-                                                   positions_from_eos_token_id=tok.eos_id)  # fmt: skip
+    from_eos = dataset_module.DatatroveFileDataset(
+        str(shard),
+        seq_len=seq_len,
+        token_size=2,
+        return_positions=True,
+        positions_from_eos_token_id=tok.eos_id,
+    )
     for i in range(len(with_positions)):
         assert np.array_equal(with_positions[i]["positions"].numpy(), from_eos[i]["positions"].numpy()), (
             "the .ds.index document ends agree with the eos ids DataTrove finds itself"
@@ -463,8 +476,23 @@ def test_cli_prepares_shows_and_exports(sources, tmp_path, capsys):
     from gptlib.cli import main
 
     out = tmp_path / "cli"
-    argv = ["data", "prepare", "--corpus", str(sources / "corpus"), "--tokenizer", str(sources / "tokenizer"),
-            "--out", str(out), "--seed", "7", "--val-fraction", "0.2", "--shard-tokens", "3000", "--no-progress"]  # fmt: skip
+    argv = [
+        "data",
+        "prepare",
+        "--corpus",
+        str(sources / "corpus"),
+        "--tokenizer",
+        str(sources / "tokenizer"),
+        "--out",
+        str(out),
+        "--seed",
+        "7",
+        "--val-fraction",
+        "0.2",
+        "--shard-tokens",
+        "3000",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert "train" in capsys.readouterr().out
     assert main(["data", "show", "--shards", str(out)]) == 0
@@ -480,8 +508,14 @@ def test_cli_prepares_shows_and_exports(sources, tmp_path, capsys):
 
 
 def test_python_dash_m_gptlib_data_help_runs():
-    result = subprocess.run([sys.executable, "-m", "gptlib", "data", "--help"], capture_output=True, text=True,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "gptlib", "data", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
     assert result.returncode == 0 and "prepare" in result.stdout
 
 
@@ -541,8 +575,14 @@ def test_memory_stays_bounded_as_the_corpus_grows(tmp_path, shakespeare_texts, t
             (corpus / f"d{i:03d}.txt").write_text(
                 plays[i % 4][(i * 997) % 40_000 :][:15_000], encoding="utf-8"
             )
-        cfg = DataConfig(corpus=str(corpus), tokenizer=tmp_path / "tokenizer", out=tmp_path / f"out{n_docs}",
-                         chunk_chars=15_000, shard_tokens=20_000, workers=1)  # fmt: skip
+        cfg = DataConfig(
+            corpus=str(corpus),
+            tokenizer=tmp_path / "tokenizer",
+            out=tmp_path / f"out{n_docs}",
+            chunk_chars=15_000,
+            shard_tokens=20_000,
+            workers=1,
+        )
         tracemalloc.start()
         prepare(cfg, progress=False)
         peaks[n_docs] = tracemalloc.get_traced_memory()[1]

@@ -17,15 +17,40 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_two_processes_match_one_process_with_the_same_global_batch(small_data, tmp_path):
-    common = {"shards": str(small_data / "shards"), "tokenizer": str(small_data / "tokenizer"), "max_steps": 6,
-              "log_every": 1, "eval_every": 6, "eval_batches": 2, "checkpoint_every": 6, "context": 32,
-              "dropout": 0.0}  # fmt: skip
-    single = train(TrainConfig.preset("tiny", out=str(tmp_path / "one"), micro_batch=8, **common), log=None,
-                   progress=False)  # fmt: skip
+    common = {
+        "shards": str(small_data / "shards"),
+        "tokenizer": str(small_data / "tokenizer"),
+        "max_steps": 6,
+        "log_every": 1,
+        "eval_every": 6,
+        "eval_batches": 2,
+        "checkpoint_every": 6,
+        "context": 32,
+        "dropout": 0.0,
+    }
+    single = train(
+        TrainConfig.preset("tiny", out=str(tmp_path / "one"), micro_batch=8, **common),
+        log=None,
+        progress=False,
+    )
 
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in common.items()]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "gptlib",
-           "train", "start", "--preset", "tiny", f"--out={tmp_path / 'two'}", "--micro-batch=4", *flags]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "gptlib",
+        "train",
+        "start",
+        "--preset",
+        "tiny",
+        f"--out={tmp_path / 'two'}",
+        "--micro-batch=4",
+        *flags,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -22,11 +22,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 # (exercise, the solutions file holding its reference answer)
 EXERCISES = [
-    ("merge_step", "bpe"), ("encode_with_merges", "bpe"), ("read_document", "data"), ("windows_to_xy", "loader"),
-    ("causal_head", "model"), ("cross_entropy", "model"), ("keep_top_k", "model"), ("adamw_update", "optim"),
-    ("warmup_cosine", "optim"), ("accumulate_gradients", "optim"), ("scaler_update", "optim"),
+    ("merge_step", "bpe"),
+    ("encode_with_merges", "bpe"),
+    ("read_document", "data"),
+    ("windows_to_xy", "loader"),
+    ("causal_head", "model"),
+    ("cross_entropy", "model"),
+    ("keep_top_k", "model"),
+    ("adamw_update", "optim"),
+    ("warmup_cosine", "optim"),
+    ("accumulate_gradients", "optim"),
+    ("scaler_update", "optim"),
     ("training_step", "training"),
-]  # fmt: skip
+]
 
 
 def solution(name: str):
@@ -93,7 +101,9 @@ def test_checkers_leave_torch_threads_as_they_found_them():
 @pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("[a-z]*.py")), ids=lambda p: p.stem)
 def test_solution_files_say_what_they_hold_and_import_only_what_the_notebooks_have(path):
     tree = ast.parse(path.read_text())
-    assert "Reference answer" in (ast.get_docstring(tree) or ""), f"{path.name} must say it holds reference answers"
+    assert "Reference answer" in (ast.get_docstring(tree) or ""), (
+        f"{path.name} must say it holds reference answers"
+    )
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     # `%load -s NAME` copies one function without the file's imports: it must run on the notebook's own
@@ -144,7 +154,9 @@ def merge_step_marking_positions(ids, new_id):
     pair = min(counts, key=lambda p: (-counts[p], p))
     starts = {i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) == pair}  # overlapping ones included
     covered = starts | {i + 1 for i in starts}
-    return pair, [new_id if i in starts else ids[i] for i in range(len(ids)) if i in starts or i not in covered]
+    return pair, [
+        new_id if i in starts else ids[i] for i in range(len(ids)) if i in starts or i not in covered
+    ]
 
 
 def merge_step_right_to_left(ids, new_id):
@@ -160,14 +172,23 @@ def merge_step_in_place(ids, new_id):
     return pair, ids
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (merge_step_first_seen_on_ties, "ties go to the smallest pair, (2, 3)"),
-    (merge_step_counting_like_the_merge, "count pairs at every position, so [1, 1, 1, 1] holds (1, 1) three times"),
-    (merge_step_first_occurrence_only, "only the first (1, 2) was replaced"),
-    (merge_step_marking_positions, "the pair (5, 5) in [5, 5, 5] is merged once, left to right, not twice"),
-    (merge_step_right_to_left, "merge left to right: [5, 5, 5] becomes [256, 5]"),
-    (merge_step_in_place, "merge_step changed the list it was given"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (merge_step_first_seen_on_ties, "ties go to the smallest pair, (2, 3)"),
+        (
+            merge_step_counting_like_the_merge,
+            "count pairs at every position, so [1, 1, 1, 1] holds (1, 1) three times",
+        ),
+        (merge_step_first_occurrence_only, "only the first (1, 2) was replaced"),
+        (
+            merge_step_marking_positions,
+            "the pair (5, 5) in [5, 5, 5] is merged once, left to right, not twice",
+        ),
+        (merge_step_right_to_left, "merge left to right: [5, 5, 5] becomes [256, 5]"),
+        (merge_step_in_place, "merge_step changed the list it was given"),
+    ],
+)
 def test_merge_step_checker_names_the_mistake(wrong, hint):
     rejects("merge_step", wrong, hint)
 
@@ -214,12 +235,18 @@ def encode_without_a_stop(data, merges):
         ids = _merge(ids, pair, rank[pair])
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (encode_leftmost_pair_first, "the merge made first (lowest rank, earliest in the list) applies first"),
-    (encode_ids_from_zero, "merge i makes id 256 + i"),
-    (encode_one_round, "keep merging while some adjacent pair is in the list"),
-    (encode_without_a_stop, "with fewer than two ids there is nothing to merge"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (
+            encode_leftmost_pair_first,
+            "the merge made first (lowest rank, earliest in the list) applies first",
+        ),
+        (encode_ids_from_zero, "merge i makes id 256 + i"),
+        (encode_one_round, "keep merging while some adjacent pair is in the list"),
+        (encode_without_a_stop, "with fewer than two ids there is nothing to merge"),
+    ],
+)
 def test_encode_with_merges_checker_names_the_mistake(wrong, hint):
     rejects("encode_with_merges", wrong, hint)
 
@@ -241,11 +268,14 @@ def read_with_ends_minus_one(tokens, ends, i):
     return tokens[int(ends[i - 1]) : int(ends[i])]  # i = 0 reads from the last end
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (read_the_next_document, "which is document 2: ends[i] is where document i ends"),
-    (read_one_token_late, "off by one; document i is tokens[ends[i - 1] : ends[i]]"),
-    (read_with_ends_minus_one, "document 0 starts at offset 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (read_the_next_document, "which is document 2: ends[i] is where document i ends"),
+        (read_one_token_late, "off by one; document i is tokens[ends[i - 1] : ends[i]]"),
+        (read_with_ends_minus_one, "document 0 starts at offset 0"),
+    ],
+)
 def test_read_document_checker_names_the_mistake(wrong, hint):
     rejects("read_document", wrong, hint)
 
@@ -276,12 +306,15 @@ def xy_swapped(tokens, starts, T):
     return y, x
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (xy_as_stored, "x is torch.int32: token ids go to nn.Embedding and cross_entropy as int64"),
-    (xy_whole_windows, "a window is T + 1 tokens, x its first T and y its last T"),
-    (xy_targets_not_shifted, "y equals x: y holds the next token of each input"),
-    (xy_swapped, "row b of x is tokens[starts[b] : starts[b] + T]"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (xy_as_stored, "x is torch.int32: token ids go to nn.Embedding and cross_entropy as int64"),
+        (xy_whole_windows, "a window is T + 1 tokens, x its first T and y its last T"),
+        (xy_targets_not_shifted, "y equals x: y holds the next token of each input"),
+        (xy_swapped, "row b of x is tokens[starts[b] : starts[b] + T]"),
+    ],
+)
 def test_windows_to_xy_checker_names_the_mistake(wrong, hint):
     rejects("windows_to_xy", wrong, hint)
 
@@ -299,20 +332,30 @@ def head_with(x, w_q, w_k, w_v, *, scale=None, mask="causal"):
     elif mask == "zeros":
         scores = scores.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), 0.0)
     elif mask == "strict":  # hides the diagonal too: position 0 sees nothing
-        scores = scores.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1), float("-inf"))
+        scores = scores.masked_fill(
+            ~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1), float("-inf")
+        )
     return scores.softmax(dim=-1) @ v
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (lambda x, q, k, v: head_with(x, q, k, v, mask="none"), "changes when a later token changes"),
-    (lambda x, q, k, v: head_with(x, q, k, v, mask="zeros"), "a score of 0 would still get weight"),
-    (lambda x, q, k, v: head_with(x, q, k, v, mask="strict"), "each position sees itself and the past"),
-    (lambda x, q, k, v: head_with(x, q, k, v, scale=1.0), "the scores are not scaled"),
-    (lambda x, q, k, v: head_with(x, q, k, v, scale=x.size(-1) ** -0.5), "divided by sqrt(C), the input width"),
-    (lambda x, q, k, v: head_with(x, q, k, v)[..., :-1], "one D-wide vector per position"),
-    (lambda x, q, k, v: F.scaled_dot_product_attention(x @ q, x @ k, x @ v, is_causal=True),
-     "without F.scaled_dot_product_attention"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda x, q, k, v: head_with(x, q, k, v, mask="none"), "changes when a later token changes"),
+        (lambda x, q, k, v: head_with(x, q, k, v, mask="zeros"), "a score of 0 would still get weight"),
+        (lambda x, q, k, v: head_with(x, q, k, v, mask="strict"), "each position sees itself and the past"),
+        (lambda x, q, k, v: head_with(x, q, k, v, scale=1.0), "the scores are not scaled"),
+        (
+            lambda x, q, k, v: head_with(x, q, k, v, scale=x.size(-1) ** -0.5),
+            "divided by sqrt(C), the input width",
+        ),
+        (lambda x, q, k, v: head_with(x, q, k, v)[..., :-1], "one D-wide vector per position"),
+        (
+            lambda x, q, k, v: F.scaled_dot_product_attention(x @ q, x @ k, x @ v, is_causal=True),
+            "without F.scaled_dot_product_attention",
+        ),
+    ],
+)
 def test_causal_head_checker_names_the_mistake(wrong, hint):
     rejects("causal_head", wrong, hint)
 
@@ -346,15 +389,18 @@ def ce_over_positions(logits, targets):
     return -logits.log_softmax(dim=0)[torch.arange(len(targets)), targets].mean()
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (ce_from_softmax, "exp overflows (inf) or softmax underflows to 0"),
-    (ce_from_library, "without F.cross_entropy or F.nll_loss"),
-    (ce_summed, "the sum over positions: return the mean"),
-    (ce_per_position, "return the mean over the N positions, one number"),
-    (ce_every_target_for_every_row, "logp[:, targets] takes every target for every row"),
-    (ce_without_minus, "the loss is minus the log-probability of the target"),
-    (ce_over_positions, "take it over the vocabulary, dim=-1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (ce_from_softmax, "exp overflows (inf) or softmax underflows to 0"),
+        (ce_from_library, "without F.cross_entropy or F.nll_loss"),
+        (ce_summed, "the sum over positions: return the mean"),
+        (ce_per_position, "return the mean over the N positions, one number"),
+        (ce_every_target_for_every_row, "logp[:, targets] takes every target for every row"),
+        (ce_without_minus, "the loss is minus the log-probability of the target"),
+        (ce_over_positions, "take it over the vocabulary, dim=-1"),
+    ],
+)
 def test_cross_entropy_checker_names_the_mistake(wrong, hint):
     rejects("cross_entropy", wrong, hint)
 
@@ -388,12 +434,15 @@ def top_k_in_place(logits, k):
     return logits.masked_fill_(logits < kth, float("-inf"))
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (top_k_zeroing, "the dropped scores became 0"),
-    (top_k_one_too_many, "keeps 6 scores per row: off by one"),
-    (top_k_of_the_batch, "take the k-th largest of each row (dim=-1), not of the whole batch"),
-    (top_k_in_place, "keep_top_k changed its input"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (top_k_zeroing, "the dropped scores became 0"),
+        (top_k_one_too_many, "keeps 6 scores per row: off by one"),
+        (top_k_of_the_batch, "take the k-th largest of each row (dim=-1), not of the whole batch"),
+        (top_k_in_place, "keep_top_k changed its input"),
+    ],
+)
 def test_keep_top_k_checker_names_the_mistake(wrong, hint):
     rejects("keep_top_k", wrong, hint)
 
@@ -404,7 +453,9 @@ def test_keep_top_k_checker_names_the_mistake(wrong, hint):
 
 def adamw_with(mistake):
     def adamw_update(param, grad, m, v, step, lr, betas, eps, weight_decay):
-        return exercises._adamw_variant(param, grad, m, v, step, lr, betas, eps, weight_decay, mistake=mistake)
+        return exercises._adamw_variant(
+            param, grad, m, v, step, lr, betas, eps, weight_decay, mistake=mistake
+        )
 
     return adamw_update
 
@@ -414,16 +465,19 @@ def adamw_m_from_the_sum(param, grad, m, v, step, lr, betas, eps, weight_decay):
     return param, m + grad, v  # the parameter right, m kept as a plain sum
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (adamw_with("l2"), "weight decay is added to the gradient (Adam with L2)"),
-    (adamw_with("no_bias_correction"), "no bias correction"),
-    (adamw_with("eps_inside"), "eps is inside the square root"),
-    (adamw_with("no_sqrt"), "divide by its square root"),
-    (adamw_with("decay_without_lr"), "the decay ignores the learning rate"),
-    (adamw_with("decay_after"), "torch.optim.AdamW shrinks the parameter first"),
-    (adamw_with("step_from_zero"), "the bias correction uses step + 1"),
-    (adamw_m_from_the_sum, "m is wrong: it is the running mean of the gradient"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (adamw_with("l2"), "weight decay is added to the gradient (Adam with L2)"),
+        (adamw_with("no_bias_correction"), "no bias correction"),
+        (adamw_with("eps_inside"), "eps is inside the square root"),
+        (adamw_with("no_sqrt"), "divide by its square root"),
+        (adamw_with("decay_without_lr"), "the decay ignores the learning rate"),
+        (adamw_with("decay_after"), "torch.optim.AdamW shrinks the parameter first"),
+        (adamw_with("step_from_zero"), "the bias correction uses step + 1"),
+        (adamw_m_from_the_sum, "m is wrong: it is the running mean of the gradient"),
+    ],
+)
 def test_adamw_update_checker_names_the_mistake(wrong, hint):
     rejects("adamw_update", wrong, hint)
 
@@ -468,12 +522,15 @@ def wc_down_to_zero(step, max_lr, min_lr, warmup_steps, decay_steps):
     return 0.5 * max_lr * (1 + math.cos(math.pi * progress))
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (wc_warmup_from_zero, "step 0 already trains"),
-    (wc_cosine_from_step_zero, "the cosine starts where the warmup ends"),
-    (wc_without_floor, "from decay_steps on the rate stays at min_lr"),
-    (wc_down_to_zero, "the cosine ends at min_lr, not 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (wc_warmup_from_zero, "step 0 already trains"),
+        (wc_cosine_from_step_zero, "the cosine starts where the warmup ends"),
+        (wc_without_floor, "from decay_steps on the rate stays at min_lr"),
+        (wc_down_to_zero, "the cosine ends at min_lr, not 0"),
+    ],
+)
 def test_warmup_cosine_checker_names_the_mistake(wrong, hint):
     rejects("warmup_cosine", wrong, hint)
 
@@ -511,12 +568,15 @@ def accumulate_without_backward(model, micro_batches):
         return sum(model(x, y)[1].item() for x, y in micro_batches) / len(micro_batches)
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (accumulate_without_dividing, "the gradients are 4 times too large"),
-    (accumulate_zeroing_each_time, "only the last micro-batch's gradient is left"),
-    (accumulate_returning_the_sum, "the returned loss is the sum over micro-batches"),
-    (accumulate_without_backward, "call .backward() on each micro-batch's loss"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (accumulate_without_dividing, "the gradients are 4 times too large"),
+        (accumulate_zeroing_each_time, "only the last micro-batch's gradient is left"),
+        (accumulate_returning_the_sum, "the returned loss is the sum over micro-batches"),
+        (accumulate_without_backward, "call .backward() on each micro-batch's loss"),
+    ],
+)
 def test_accumulate_gradients_checker_names_the_mistake(wrong, hint):
     rejects("accumulate_gradients", wrong, hint)
 
@@ -548,13 +608,19 @@ def scaler_one_step_late(scale, found_inf, clean_steps, growth_interval):
     return (scale * 2, 0) if clean_steps == growth_interval else (scale, clean_steps + 1)
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (scaler_never_grows, "the growth_interval-th clean step in a row doubles the scale"),
-    (scaler_halving_every_step, "a clean step leaves the scale alone"),
-    (scaler_keeping_the_count_on_overflow, "an overflow also restarts the count of clean steps at 0"),
-    (scaler_keeping_the_count_after_growth, "after doubling, the count of clean steps starts again from 0"),
-    (scaler_one_step_late, "the growth_interval-th clean step in a row doubles the scale"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (scaler_never_grows, "the growth_interval-th clean step in a row doubles the scale"),
+        (scaler_halving_every_step, "a clean step leaves the scale alone"),
+        (scaler_keeping_the_count_on_overflow, "an overflow also restarts the count of clean steps at 0"),
+        (
+            scaler_keeping_the_count_after_growth,
+            "after doubling, the count of clean steps starts again from 0",
+        ),
+        (scaler_one_step_late, "the growth_interval-th clean step in a row doubles the scale"),
+    ],
+)
 def test_scaler_update_checker_names_the_mistake(wrong, hint):
     rejects("scaler_update", wrong, hint)
 
@@ -613,16 +679,19 @@ def step_reading_every_batch(model, optimizer, batches, grad_accum, grad_clip, l
     return sum(losses) / len(losses)
 
 
-@pytest.mark.parametrize("wrong, hint", [
-    (step_reading_every_batch, "take exactly grad_accum micro-batches with next(batches)"),
-    (step_with(set_lr=False), "the step used the optimizer's old learning rate"),
-    (step_with(divide=False), "the step is 3 times too large"),
-    (step_with(zero_between=True), "only the last micro-batch counted"),
-    (step_with(clip=False), "the gradient was not clipped"),
-    (step_with(zero_after=False), "the gradients are still there after the step"),
-    (step_with(report="sum"), "the returned loss is the sum over micro-batches"),
-    (step_with(report="last"), "the mean of the grad_accum micro-batch losses (not the last one)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (step_reading_every_batch, "take exactly grad_accum micro-batches with next(batches)"),
+        (step_with(set_lr=False), "the step used the optimizer's old learning rate"),
+        (step_with(divide=False), "the step is 3 times too large"),
+        (step_with(zero_between=True), "only the last micro-batch counted"),
+        (step_with(clip=False), "the gradient was not clipped"),
+        (step_with(zero_after=False), "the gradients are still there after the step"),
+        (step_with(report="sum"), "the returned loss is the sum over micro-batches"),
+        (step_with(report="last"), "the mean of the grad_accum micro-batch losses (not the last one)"),
+    ],
+)
 def test_training_step_checker_names_the_mistake(wrong, hint):
     rejects("training_step", wrong, hint)
 

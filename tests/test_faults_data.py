@@ -42,8 +42,22 @@ def sources(tmp_path_factory, shakespeare_texts):
 
 
 def prepare_argv(sources: Path, out: Path, *extra: str) -> list[str]:
-    return ["data", "prepare", "--corpus", str(sources / "corpus"), "--tokenizer", str(sources / "tokenizer"),
-            "--out", str(out), "--val-fraction", "0.25", "--shard-tokens", "1500", "--no-progress", *extra]  # fmt: skip
+    return [
+        "data",
+        "prepare",
+        "--corpus",
+        str(sources / "corpus"),
+        "--tokenizer",
+        str(sources / "tokenizer"),
+        "--out",
+        str(out),
+        "--val-fraction",
+        "0.25",
+        "--shard-tokens",
+        "1500",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def run_cli(capsys, argv: list[str]) -> tuple[int, str]:
@@ -67,7 +81,9 @@ def assert_not_a_dataset(out: Path) -> None:
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")
+    }
 
 
 # --- the user's files ------------------------------------------------------------------------------------
@@ -84,20 +100,28 @@ def test_prepare_keeps_user_files_named_like_shards_and_says_which(sources, tmp_
     assert snapshot(out) == before, "nothing of the user's is deleted, and nothing is added"
 
 
-def test_prepare_refuses_to_replace_a_split_folder_holding_files_the_manifest_does_not_record(sources, tmp_path, capsys):
+def test_prepare_refuses_to_replace_a_split_folder_holding_files_the_manifest_does_not_record(
+    sources, tmp_path, capsys
+):
     out = tmp_path / "shards"
     assert run_cli(capsys, prepare_argv(sources, out))[0] == 0
     (out / "val" / "val_notes.txt").write_text("mine")
     status, err = run_cli(capsys, prepare_argv(sources, out, "--seed", "8"))
     assert_one_error_line(status, err, "val/val_notes.txt")
     assert (out / "val" / "val_notes.txt").read_text() == "mine"
-    assert read_manifest(out)["shuffle"]["seed"] == 1337 and len(open_split(out, "train")) > 0, "the old dataset stands"
+    assert read_manifest(out)["shuffle"]["seed"] == 1337 and len(open_split(out, "train")) > 0, (
+        "the old dataset stands"
+    )
     (out / "val" / "val_notes.txt").unlink()
-    assert run_cli(capsys, prepare_argv(sources, out, "--seed", "8"))[0] == 0, "gptlib's own files are replaced"
+    assert run_cli(capsys, prepare_argv(sources, out, "--seed", "8"))[0] == 0, (
+        "gptlib's own files are replaced"
+    )
     assert read_manifest(out)["shuffle"]["seed"] == 8
 
 
-def test_prepare_refuses_a_folder_without_a_manifest_that_holds_anything_but_gptlibs_names(sources, tmp_path, capsys):
+def test_prepare_refuses_a_folder_without_a_manifest_that_holds_anything_but_gptlibs_names(
+    sources, tmp_path, capsys
+):
     out = tmp_path / "notes"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
@@ -122,8 +146,20 @@ def test_an_out_that_is_a_file_ends_in_one_error_line(sources, tmp_path, capsys)
     commands = {
         "prepare": prepare_argv(sources, target),
         "export": ["data", "export", "--shards", tmp_path / "shards", "--format", "nanogpt", "--out", target],
-        "import": ["data", "import", "--format", "nanogpt", "--train", target, "--val", target,
-                   "--tokenizer", sources / "tokenizer", "--out", target],  # fmt: skip
+        "import": [
+            "data",
+            "import",
+            "--format",
+            "nanogpt",
+            "--train",
+            target,
+            "--val",
+            target,
+            "--tokenizer",
+            sources / "tokenizer",
+            "--out",
+            target,
+        ],
     }
     for command, argv in commands.items():
         status, err = run_cli(capsys, argv)
@@ -170,12 +206,29 @@ def test_a_read_only_out_folder_ends_in_one_error_line_and_stays_empty(sources, 
     locked.mkdir()
     read_only(locked)
     bins = tmp_path / "bins"
-    assert run_cli(capsys, ["data", "export", "--shards", tmp_path / "shards", "--format", "llmc", "--out", bins])[0] == 0
+    assert (
+        run_cli(
+            capsys, ["data", "export", "--shards", tmp_path / "shards", "--format", "llmc", "--out", bins]
+        )[0]
+        == 0
+    )
     commands = [
         prepare_argv(sources, locked),
         ["data", "export", "--shards", tmp_path / "shards", "--format", "nanogpt", "--out", locked],
-        ["data", "import", "--format", "llmc", "--train", bins / "gptlib_train.bin", "--val", bins / "gptlib_val.bin",
-         "--tokenizer", sources / "tokenizer", "--out", locked],  # fmt: skip
+        [
+            "data",
+            "import",
+            "--format",
+            "llmc",
+            "--train",
+            bins / "gptlib_train.bin",
+            "--val",
+            bins / "gptlib_val.bin",
+            "--tokenizer",
+            sources / "tokenizer",
+            "--out",
+            locked,
+        ],
     ]
     for argv in commands:
         status, err = run_cli(capsys, argv)
@@ -217,11 +270,15 @@ def disk_full_after(monkeypatch):
 
 
 @pytest.mark.parametrize("phase", ["pass 1", "pass 2"])
-def test_a_full_disk_ends_in_one_error_line_and_leaves_no_dataset(sources, tmp_path, capsys, disk_full_after, phase):
+def test_a_full_disk_ends_in_one_error_line_and_leaves_no_dataset(
+    sources, tmp_path, capsys, disk_full_after, phase
+):
     assert run_cli(capsys, prepare_argv(sources, tmp_path / "reference"))[0] == 0
     stream_bytes = 2 * sum(s["n_tokens"] for s in read_manifest(tmp_path / "reference")["splits"].values())
     out = tmp_path / "shards"
-    disk_full_after(1_000 if phase == "pass 1" else stream_bytes + 1_000)  # pass 2: the stream fits, the shards do not
+    disk_full_after(
+        1_000 if phase == "pass 1" else stream_bytes + 1_000
+    )  # pass 2: the stream fits, the shards do not
     status, err = run_cli(capsys, prepare_argv(sources, out))
     assert_one_error_line(status, err, "No space left on device")
     assert_not_a_dataset(out)
@@ -233,32 +290,71 @@ def test_a_full_disk_ends_in_one_error_line_and_leaves_no_dataset(sources, tmp_p
 
 def test_a_full_disk_during_export_leaves_neither_file(sources, tmp_path, capsys, disk_full_after):
     assert run_cli(capsys, prepare_argv(sources, tmp_path / "shards"))[0] == 0
-    train_bytes = sum(f["bytes"] for s in read_manifest(tmp_path / "shards")["splits"]["train"]["shards"] for f in s["files"][:1])
+    train_bytes = sum(
+        f["bytes"]
+        for s in read_manifest(tmp_path / "shards")["splits"]["train"]["shards"]
+        for f in s["files"][:1]
+    )
     disk_full_after(train_bytes + 100)  # train.bin fits, val.bin does not
-    status, err = run_cli(capsys, ["data", "export", "--shards", tmp_path / "shards", "--format", "nanogpt",
-                                   "--out", tmp_path / "bins"])  # fmt: skip
+    status, err = run_cli(
+        capsys,
+        [
+            "data",
+            "export",
+            "--shards",
+            tmp_path / "shards",
+            "--format",
+            "nanogpt",
+            "--out",
+            tmp_path / "bins",
+        ],
+    )
     assert_one_error_line(status, err, "No space left on device")
-    assert not list((tmp_path / "bins").iterdir()), "a nanoGPT folder with train.bin and no val.bin is not left"
+    assert not list((tmp_path / "bins").iterdir()), (
+        "a nanoGPT folder with train.bin and no val.bin is not left"
+    )
 
 
 # --- gptlib's own leftovers, and one writer at a time ----------------------------------------------------
 
 
-def test_work_folders_of_earlier_runs_and_imports_are_removed_by_the_next_success(sources, tmp_path, capsys, disk_full_after):
+def test_work_folders_of_earlier_runs_and_imports_are_removed_by_the_next_success(
+    sources, tmp_path, capsys, disk_full_after
+):
     out, bins = tmp_path / "shards", tmp_path / "bins"
     assert run_cli(capsys, prepare_argv(sources, out))[0] == 0
     assert run_cli(capsys, ["data", "export", "--shards", out, "--format", "nanogpt", "--out", bins])[0] == 0
     disk_full_after(1_000)
     assert run_cli(capsys, prepare_argv(sources, out, "--seed", "8"))[0] == 2  # fails, leaves .work-<key>
     disk_full_after(1_000)
-    assert run_cli(capsys, ["data", "import", "--format", "nanogpt", "--train", bins / "train.bin", "--val",
-                            bins / "val.bin", "--tokenizer", sources / "tokenizer", "--out", out])[0] == 2  # fmt: skip
+    assert (
+        run_cli(
+            capsys,
+            [
+                "data",
+                "import",
+                "--format",
+                "nanogpt",
+                "--train",
+                bins / "train.bin",
+                "--val",
+                bins / "val.bin",
+                "--tokenizer",
+                sources / "tokenizer",
+                "--out",
+                out,
+            ],
+        )[0]
+        == 2
+    )
     left = sorted(p.name for p in out.glob(".work-*"))
     assert ".work-import" in left and len(left) == 2, left
     (out / ".work-of-mine").mkdir()  # not a name gptlib gives its work folders
     disk_full_after(10**9)
     assert run_cli(capsys, prepare_argv(sources, out, "--seed", "9"))[0] == 0
-    assert [p.name for p in out.glob(".work-*")] == [".work-of-mine"], "gptlib's work folders go, the user's stays"
+    assert [p.name for p in out.glob(".work-*")] == [".work-of-mine"], (
+        "gptlib's work folders go, the user's stays"
+    )
 
 
 HOLD_LOCK = """
@@ -270,20 +366,51 @@ with FolderLock(sys.argv[1], "shard folder"):
 """
 
 
-def test_a_second_writer_is_refused_while_the_first_runs_and_a_killed_one_frees_the_folder(sources, tmp_path, capsys):
+def test_a_second_writer_is_refused_while_the_first_runs_and_a_killed_one_frees_the_folder(
+    sources, tmp_path, capsys
+):
     out = tmp_path / "shards"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         status, err = run_cli(capsys, prepare_argv(sources, out))
-        assert_one_error_line(status, err, f"another process (pid {holder.pid}) is writing to the shard folder")
+        assert_one_error_line(
+            status, err, f"another process (pid {holder.pid}) is writing to the shard folder"
+        )
         bins = tmp_path / "bins"
         assert run_cli(capsys, prepare_argv(sources, tmp_path / "other"))[0] == 0
-        assert run_cli(capsys, ["data", "export", "--shards", tmp_path / "other", "--format", "nanogpt", "--out", bins])[0] == 0
-        status, err = run_cli(capsys, ["data", "import", "--format", "nanogpt", "--train", bins / "train.bin",
-                                       "--val", bins / "val.bin", "--tokenizer", sources / "tokenizer", "--out", out])  # fmt: skip
-        assert_one_error_line(status, err, f"another process (pid {holder.pid}) is writing to the shard folder")
+        assert (
+            run_cli(
+                capsys,
+                ["data", "export", "--shards", tmp_path / "other", "--format", "nanogpt", "--out", bins],
+            )[0]
+            == 0
+        )
+        status, err = run_cli(
+            capsys,
+            [
+                "data",
+                "import",
+                "--format",
+                "nanogpt",
+                "--train",
+                bins / "train.bin",
+                "--val",
+                bins / "val.bin",
+                "--tokenizer",
+                sources / "tokenizer",
+                "--out",
+                out,
+            ],
+        )
+        assert_one_error_line(
+            status, err, f"another process (pid {holder.pid}) is writing to the shard folder"
+        )
     finally:
         holder.kill()  # SIGKILL: the lock must be released by the operating system, not by the holder
         holder.wait(timeout=30)
@@ -302,14 +429,23 @@ def test_a_kill_while_publishing_leaves_no_dataset_and_the_rerun_completes(sourc
         from gptlib.cli import main
         main({[str(a) for a in prepare_argv(sources, out, "--seed", "8")]!r})
     """)
-    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert (out / "train").is_dir() and list(out.glob(".work-*")), "killed between the swap and the manifest"
     assert_not_a_dataset(out)
     started = time.perf_counter()
     assert run_cli(capsys, prepare_argv(sources, out, "--seed", "8"))[0] == 0
-    assert read_manifest(out)["shuffle"]["seed"] == 8 and not list(out.glob(".work-*")) and not list(out.glob(".*.tmp-*"))
+    assert (
+        read_manifest(out)["shuffle"]["seed"] == 8
+        and not list(out.glob(".work-*"))
+        and not list(out.glob(".*.tmp-*"))
+    )
     assert time.perf_counter() - started < 60
 
 
@@ -332,7 +468,21 @@ def test_bins_handed_on_without_their_record_import_with_their_own_tokenizer(sou
     assert run_cli(capsys, prepare_argv(sources, out))[0] == 0
     assert run_cli(capsys, ["data", "export", "--shards", out, "--format", "nanogpt", "--out", bins])[0] == 0
     (bins / "gptlib-export.json").unlink()
-    argv = ["data", "import", "--format", "nanogpt", "--train", bins / "train.bin", "--val", bins / "val.bin",
-            "--tokenizer", sources / "tokenizer", "--out", tmp_path / "back"]  # fmt: skip
+    argv = [
+        "data",
+        "import",
+        "--format",
+        "nanogpt",
+        "--train",
+        bins / "train.bin",
+        "--val",
+        bins / "val.bin",
+        "--tokenizer",
+        sources / "tokenizer",
+        "--out",
+        tmp_path / "back",
+    ]
     assert run_cli(capsys, argv)[0] == 0
-    assert np.array_equal(np.asarray(open_split(tmp_path / "back", "train")), np.asarray(open_split(out, "train")))
+    assert np.array_equal(
+        np.asarray(open_split(tmp_path / "back", "train")), np.asarray(open_split(out, "train"))
+    )

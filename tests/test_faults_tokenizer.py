@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def _gptlib(*args: str, **kwargs) -> subprocess.CompletedProcess:
     "`python -m gptlib ARGS` in a child process, with this checkout's gptlib first on the path."
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=120, **kwargs
+    )
 
 
 def _one_error_line(stderr: str) -> str:
@@ -51,7 +53,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def corpus(tmp_path) -> Path:
     folder = tmp_path / "corpus"
     folder.mkdir()
-    (folder / "a.txt").write_text("the cat sat on the mat, and the dog sat on the log. " * 40, encoding="utf-8")
+    (folder / "a.txt").write_text(
+        "the cat sat on the mat, and the dog sat on the log. " * 40, encoding="utf-8"
+    )
     (folder / "b.txt").write_text("a rat ran at the hat; that cat is the fat one! " * 40, encoding="utf-8")
     return folder
 
@@ -60,8 +64,24 @@ def corpus(tmp_path) -> Path:
 def trained(corpus, tmp_path, capsys) -> Path:
     "A tokenizer folder written by `tokenizer train`."
     out = tmp_path / "tok"
-    assert cli_main(["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "280", "--out", str(out),
-                     "-q", "--workers", "1"]) == 0  # fmt: skip
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--corpus",
+                str(corpus),
+                "--vocab-size",
+                "280",
+                "--out",
+                str(out),
+                "-q",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     return out
 
@@ -82,14 +102,29 @@ def test_train_refuses_an_existing_tokenizer_before_training(corpus, trained, ca
     before = _snapshot(trained)
     _no_training(monkeypatch)
     argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "290", "--out", str(trained), "-q"]
-    assert _fails(capsys, argv) == f"{trained} already holds a tokenizer: choose another folder or pass --overwrite"
+    assert (
+        _fails(capsys, argv)
+        == f"{trained} already holds a tokenizer: choose another folder or pass --overwrite"
+    )
     assert _snapshot(trained) == before
 
 
 def test_train_with_overwrite_replaces_an_existing_tokenizer(corpus, trained, capsys):
     old = json.loads((trained / "tokenizer.json").read_text())
-    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "275", "--out", str(trained), "-q",
-            "--workers", "1", "--overwrite"]  # fmt: skip
+    argv = [
+        "tokenizer",
+        "train",
+        "--corpus",
+        str(corpus),
+        "--vocab-size",
+        "275",
+        "--out",
+        str(trained),
+        "-q",
+        "--workers",
+        "1",
+        "--overwrite",
+    ]
     assert cli_main(argv) == 0
     new = json.loads((trained / "tokenizer.json").read_text())
     assert new["fingerprint"] != old["fingerprint"] and new["n_vocab"] < old["n_vocab"]
@@ -117,12 +152,26 @@ def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, t
     real_atomic_write = gptlib.tokenizer.atomic_write
     monkeypatch.setattr(gptlib.tokenizer, "atomic_write", full_disk_on_the_third_write)
     monkeypatch.setattr(gptlib.interop, "atomic_write", full_disk_on_the_third_write)
-    argv = ["tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "275", "--out", str(trained), "-q",
-            "--workers", "1", "--overwrite"]  # fmt: skip
+    argv = [
+        "tokenizer",
+        "train",
+        "--corpus",
+        str(corpus),
+        "--vocab-size",
+        "275",
+        "--out",
+        str(trained),
+        "-q",
+        "--workers",
+        "1",
+        "--overwrite",
+    ]
     message = _fails(capsys, argv)
     assert len(writes) == 3 and message == f"No space left on device: {writes[2]}"
     assert _snapshot(trained) == before, "the old tokenizer changed"
-    assert sorted(p.name for p in trained.parent.iterdir()) == ["corpus", "tok"], "a half-written folder is left"
+    assert sorted(p.name for p in trained.parent.iterdir()) == ["corpus", "tok"], (
+        "a half-written folder is left"
+    )
 
 
 # --- tokenizer encode: what it reads and what it prints ---------------------------------------------------
@@ -137,7 +186,9 @@ def test_encode_refuses_invalid_utf8_alike_on_stdin_and_from_a_file(trained, tmp
     bad = b"caf\xe9 au lait"  # Latin-1, not UTF-8: byte 3 starts a sequence that the space breaks
     (tmp_path / "bad.txt").write_bytes(bad)
     from_stdin = _gptlib("tokenizer", "encode", "--tokenizer", str(trained), input=bad)
-    from_file = _gptlib("tokenizer", "encode", "--tokenizer", str(trained), "--file", str(tmp_path / "bad.txt"))
+    from_file = _gptlib(
+        "tokenizer", "encode", "--tokenizer", str(trained), "--file", str(tmp_path / "bad.txt")
+    )
     assert from_stdin.returncode == from_file.returncode == 2
     assert from_stdin.stdout == from_file.stdout == b""
     on_stdin = _one_error_line(from_stdin.stderr.decode())
@@ -195,8 +246,22 @@ def test_killed_train_leaves_no_worker_process(tmp_path, shakespeare_texts, sign
         for play in sorted(shakespeare_texts.glob("*.txt")):
             shutil.copy(play, corpus / f"{copy}-{play.name}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "gptlib", "tokenizer", "train", "--corpus", str(corpus), "--vocab-size", "300",
-               "--out", str(tmp_path / "tok"), "--workers", "3", "-q"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "gptlib",
+        "tokenizer",
+        "train",
+        "--corpus",
+        str(corpus),
+        "--vocab-size",
+        "300",
+        "--out",
+        str(tmp_path / "tok"),
+        "--workers",
+        "3",
+        "-q",
+    ]
     parent = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers = {}
     try:

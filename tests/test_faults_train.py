@@ -20,20 +20,41 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def flags(small_data, out, **overrides) -> list[str]:
-    values = {"shards": small_data / "shards", "tokenizer": small_data / "tokenizer", "out": out, "max_steps": 12,
-              "log_every": 1, "eval_every": 4, "eval_batches": 2, "checkpoint_every": 4, "keep_last": 1,
-              "micro_batch": 4, "context": 32, "precision": "fp32", **overrides}  # fmt: skip
+    values = {
+        "shards": small_data / "shards",
+        "tokenizer": small_data / "tokenizer",
+        "out": out,
+        "max_steps": 12,
+        "log_every": 1,
+        "eval_every": 4,
+        "eval_batches": 2,
+        "checkpoint_every": 4,
+        "keep_last": 1,
+        "micro_batch": 4,
+        "context": 32,
+        "precision": "fp32",
+        **overrides,
+    }
     return ["--preset", "tiny", *[f"--{k.replace('_', '-')}={v}" for k, v in values.items()]]
 
 
 def gptlib(*args, timeout=120, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gptlib", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout, **kwargs)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "gptlib", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def with_patch(patch: str, *args) -> subprocess.CompletedProcess:
     "Run the command line in a child whose `patch` (Python source) ran first: to simulate full or read-only disks."
-    code = textwrap.dedent(patch) + f"\nfrom gptlib.cli import main\nraise SystemExit(main({[str(a) for a in args]!r}))\n"
+    code = (
+        textwrap.dedent(patch)
+        + f"\nfrom gptlib.cli import main\nraise SystemExit(main({[str(a) for a in args]!r}))\n"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
@@ -68,21 +89,31 @@ def test_a_damaged_older_checkpoint_never_stops_later_saves(small_data, tmp_path
     result = gptlib("train", "start", *flags(small_data, run, max_steps=16, decay_steps=8, keep_last=1))
     assert result.returncode == 0, result.stderr
     assert f"moved the damaged checkpoint {older.name} aside" in result.stdout
-    assert [p.name for p in list_checkpoints(run)][-1] == "step-0000016" and (run / "checkpoints" / f"damaged-{older.name}").is_dir()
+    assert [p.name for p in list_checkpoints(run)][-1] == "step-0000016" and (
+        run / "checkpoints" / f"damaged-{older.name}"
+    ).is_dir()
     assert gptlib("sample", "--run", run, "--max-new-tokens", 5).returncode == 0
 
 
 def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(small_data, tmp_path):
     reference, run = tmp_path / "reference", tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, reference)).returncode == 0
-    assert gptlib("train", "start", *flags(small_data, run, keep_last=3), "--max-steps=8", "--decay-steps=12").returncode == 0
+    assert (
+        gptlib(
+            "train", "start", *flags(small_data, run, keep_last=3), "--max-steps=8", "--decay-steps=12"
+        ).returncode
+        == 0
+    )
     latest = list_checkpoints(run)[-1]
     damage(latest / "model.safetensors")
     result = gptlib("sample", "--run", run, "--checkpoint", "latest", "--max-new-tokens", 5)
     assert result.returncode == 0, result.stderr  # sampling passes over the damaged checkpoint too
     result = gptlib("train", "start", *flags(small_data, run, keep_last=3))
     assert result.returncode == 0, result.stderr
-    assert f"skipped the damaged checkpoint {latest.name}" in result.stdout and "resuming from step-0000004" in result.stdout
+    assert (
+        f"skipped the damaged checkpoint {latest.name}" in result.stdout
+        and "resuming from step-0000004" in result.stdout
+    )
     assert train_losses(run) == train_losses(reference), "the resume from the older checkpoint is exact"
 
 
@@ -102,14 +133,18 @@ def test_a_kill_during_pruning_leaves_nothing_that_stops_the_run(small_data, tmp
     assert list((run / "checkpoints").glob(".step-*.tmp-*")), "the kill came mid-delete"
     result = gptlib("train", "start", *flags(small_data, run))
     assert result.returncode == 0, result.stderr
-    assert not list((run / "checkpoints").glob(".*")), "the half-deleted checkpoint of the dead process is gone"
+    assert not list((run / "checkpoints").glob(".*")), (
+        "the half-deleted checkpoint of the dead process is gone"
+    )
     assert gptlib("sample", "--run", run, "--max-new-tokens", 5).returncode == 0
 
 
 def test_stale_temporary_checkpoint_folders_are_removed_on_resume(small_data, tmp_path):
     run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     stale = run / "checkpoints" / f".step-0000008.tmp-{dead.stdout.strip()}-0123abcd"
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"half")
@@ -132,8 +167,15 @@ def test_a_damaged_validation_split_is_found_before_the_first_step(small_data, t
 
 
 def test_a_validation_split_too_short_for_one_window_is_refused_before_the_first_step(small_data, tmp_path):
-    one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run", context=64, micro_batch=1),
-                          "--context=100000"), "not one window")  # fmt: skip
+    one_error_line(
+        gptlib(
+            "train",
+            "start",
+            *flags(small_data, tmp_path / "run", context=64, micro_batch=1),
+            "--context=100000",
+        ),
+        "not one window",
+    )
 
 
 def test_a_damaged_line_in_the_middle_of_the_metrics_drops_only_itself(small_data, tmp_path):
@@ -154,11 +196,19 @@ def test_a_damaged_line_in_the_middle_of_the_metrics_drops_only_itself(small_dat
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_saves_a_checkpoint_and_exits_with_the_shells_code(small_data, tmp_path, sig, code):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "gptlib", "train", "start", *flags(small_data, run, max_steps=100_000,
-           checkpoint_every=100_000, eval_every=100_000, log_every=1)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "gptlib",
+        "train",
+        "start",
+        *flags(small_data, run, max_steps=100_000, checkpoint_every=100_000, eval_every=100_000, log_every=1),
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(train_losses(run) if (run / "metrics.jsonl").exists() else []) < 3:
+    while (
+        time.monotonic() < deadline and len(train_losses(run) if (run / "metrics.jsonl").exists() else []) < 3
+    ):
         time.sleep(0.1)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -166,8 +216,10 @@ def test_a_signal_saves_a_checkpoint_and_exits_with_the_shells_code(small_data, 
     assert f"({sig.name})" in out and read_checkpoint_meta(list_checkpoints(run)[-1])["step"] >= 3
 
 
-@pytest.mark.parametrize("flag", ["--max-lr=inf", "--grad-clip=nan", "--weight-decay=nan", "--init-scale=nan",
-                                  "--min-lr=-1", "--beta2=1"])
+@pytest.mark.parametrize(
+    "flag",
+    ["--max-lr=inf", "--grad-clip=nan", "--weight-decay=nan", "--init-scale=nan", "--min-lr=-1", "--beta2=1"],
+)
 def test_numbers_that_would_train_nans_are_refused(small_data, tmp_path, flag):
     name = flag[2:].split("=")[0].replace("-", "_")
     one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run"), flag), name)
@@ -177,7 +229,9 @@ def test_numbers_that_would_train_nans_are_refused(small_data, tmp_path, flag):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
 @pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu"])
 def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, device):
-    one_error_line(gptlib("train", "start", *flags(small_data, tmp_path / "run"), f"--device={device}"), device)
+    one_error_line(
+        gptlib("train", "start", *flags(small_data, tmp_path / "run"), f"--device={device}"), device
+    )
     assert gptlib("train", "start", *flags(small_data, tmp_path / "ok", max_steps=2)).returncode == 0
     one_error_line(gptlib("sample", "--run", tmp_path / "ok", "--device", device), device)
 
@@ -202,11 +256,15 @@ def test_an_unwritable_run_folder_is_one_error_line(small_data, tmp_path):
             return real_mkdir(path, *args, **kwargs)
         os.mkdir = mkdir
     """
-    one_error_line(with_patch(patch, "train", "start", *flags(small_data, tmp_path / "run")), "Permission denied")
+    one_error_line(
+        with_patch(patch, "train", "start", *flags(small_data, tmp_path / "run")), "Permission denied"
+    )
 
 
 @pytest.mark.parametrize("what", ["state.pt", "model.safetensors"])
-def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_older_ones(small_data, tmp_path, what):
+def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_older_ones(
+    small_data, tmp_path, what
+):
     run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
     before = {p.name: (p / "checkpoint.json").read_bytes() for p in list_checkpoints(run)}
@@ -234,8 +292,12 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_o
 def test_a_second_writer_on_the_same_run_is_refused_and_a_dead_ones_lock_is_free(small_data, tmp_path):
     run = tmp_path / "run"
     endless = flags(small_data, run, max_steps=100_000, checkpoint_every=100_000, eval_every=100_000)
-    first = subprocess.Popen([sys.executable, "-m", "gptlib", "train", "start", *endless], cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gptlib", "train", "start", *endless],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not ((run / "metrics.jsonl").exists() and train_losses(run)):

@@ -46,8 +46,15 @@ def prepared(tmp_path_factory, texts, tok):
     for i, text in enumerate(texts):
         (root / "corpus" / f"doc{i:02d}.txt").write_text(text, encoding="utf-8")
     tok.save(root / "tokenizer")
-    cfg = DataConfig(corpus=str(root / "corpus"), tokenizer=root / "tokenizer", out=root / "shards", seed=7,
-                     val_fraction=0.25, shard_tokens=2_000, workers=1)  # fmt: skip
+    cfg = DataConfig(
+        corpus=str(root / "corpus"),
+        tokenizer=root / "tokenizer",
+        out=root / "shards",
+        seed=7,
+        val_fraction=0.25,
+        shard_tokens=2_000,
+        workers=1,
+    )
     return root / "shards", prepare(cfg, progress=False, tokenizer=tok)
 
 
@@ -55,8 +62,12 @@ def test_nanogpt_export_then_import_is_the_identity(prepared, tmp_path, tok):
     out, manifest = prepared
     paths = export_nanogpt(out, tmp_path / "nanogpt")
     assert {p.name for p in paths.values()} == {"train.bin", "val.bin"}
-    assert np.array_equal(np.memmap(paths["val"], dtype=np.uint16, mode="r"), np.asarray(open_split(out, "val")))
-    back = import_bins(paths["train"], paths["val"], tmp_path / "back", tok, fmt="nanogpt", shard_tokens=2_000)
+    assert np.array_equal(
+        np.memmap(paths["val"], dtype=np.uint16, mode="r"), np.asarray(open_split(out, "val"))
+    )
+    back = import_bins(
+        paths["train"], paths["val"], tmp_path / "back", tok, fmt="nanogpt", shard_tokens=2_000
+    )
     for split in ("train", "val"):
         a, b = open_split(out, split), open_split(tmp_path / "back", split, tok)
         assert np.array_equal(np.asarray(a), np.asarray(b)) and np.array_equal(a.doc_ends, b.doc_ends)
@@ -114,7 +125,9 @@ def test_a_record_that_no_longer_describes_the_file_is_ignored(prepared, tmp_pat
     stale record."""
     out, _ = prepared
     paths = export_nanogpt(out, tmp_path / "nanogpt")
-    foreign = np.concatenate([np.asarray([*other.encode(t), other.eos_id], dtype=np.uint16) for t in texts[:4]])
+    foreign = np.concatenate(
+        [np.asarray([*other.encode(t), other.eos_id], dtype=np.uint16) for t in texts[:4]]
+    )
     foreign.tofile(paths["train"])
     with pytest.raises(ShardError, match="not made by this tokenizer"):
         import_bins(paths["train"], paths["val"], tmp_path / "back", tok)

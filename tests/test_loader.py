@@ -35,8 +35,15 @@ def shards(tmp_path_factory, shakespeare_texts):
         [p.read_text(encoding="utf-8")[:50_000] for p in plays[:2]], vocab_size=300, workers=1
     )
     tok.save(root / "tokenizer")
-    cfg = DataConfig(corpus=str(root / "corpus"), tokenizer=root / "tokenizer", out=root / "shards",
-                     val_fraction=0.25, shard_tokens=6_000, workers=1, seed=5)  # fmt: skip
+    cfg = DataConfig(
+        corpus=str(root / "corpus"),
+        tokenizer=root / "tokenizer",
+        out=root / "shards",
+        val_fraction=0.25,
+        shard_tokens=6_000,
+        workers=1,
+        seed=5,
+    )
     prepare(cfg, progress=False)
     return root / "shards"
 
@@ -198,7 +205,9 @@ def test_eval_batches_are_deterministic_and_in_order(shards):
     assert x[0].tolist() == tokens[3 * 20 : 4 * 20].tolist() and y[0].tolist() == tokens[61:81].tolist()
     everything = list(eval_batches(split, batch_size=3, context=20))
     n_windows = (len(tokens) - 1) // 20
-    assert len(everything) == -(-n_windows // 3) and sum(len(x) for x, _ in everything) == n_windows, "every window once"
+    assert len(everything) == -(-n_windows // 3) and sum(len(x) for x, _ in everything) == n_windows, (
+        "every window once"
+    )
     assert everything[-1][0][-1].tolist() == tokens[(n_windows - 1) * 20 : n_windows * 20].tolist()
 
 

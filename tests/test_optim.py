@@ -52,7 +52,12 @@ def test_lr_schedule_is_monotone_after_warmup():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"step": -1}, {"step": 0, "min_lr": 1e-3, "max_lr": 1e-4}, {"step": 0, "warmup_steps": 20, "decay_steps": 10}]
+    "kwargs",
+    [
+        {"step": -1},
+        {"step": 0, "min_lr": 1e-3, "max_lr": 1e-4},
+        {"step": 0, "warmup_steps": 20, "decay_steps": 10},
+    ],
 )
 def test_lr_schedule_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
@@ -73,8 +78,10 @@ def test_param_groups_partition_every_parameter_once():
     assert sum(p is model.wte.weight for p in decay["params"]) == 1
     # biases and LayerNorm gains are never decayed
     names = {id(p): n for n, p in model.named_parameters()}
-    assert all(names[id(p)].endswith(("bias",)) or ".ln" in names[id(p)] or "ln_" in names[id(p)]
-               for p in no_decay["params"])
+    assert all(
+        names[id(p)].endswith(("bias",)) or ".ln" in names[id(p)] or "ln_" in names[id(p)]
+        for p in no_decay["params"]
+    )
 
 
 def test_param_groups_skip_frozen_parameters_and_reject_negative_decay():
@@ -133,7 +140,9 @@ def _scaled_run(scaler, overflow_steps, n_steps=14):
 def test_hand_written_scaler_matches_torch_grad_scaler_with_forced_overflows():
     overflow = {0, 1, 5, 9}
     ours, ours_model = _scaled_run(DynamicLossScaler(init_scale=2.0**10, growth_interval=3), overflow)
-    theirs, torch_model = _scaled_run(torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=3), overflow)
+    theirs, torch_model = _scaled_run(
+        torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=3), overflow
+    )
     assert ours == theirs
     assert [stepped for _, stepped in ours] == [s not in overflow for s in range(14)]
     assert {scale for scale, _ in ours} >= {2.0**10, 2.0**9, 2.0**8}  # halved on overflow

@@ -6,24 +6,32 @@ import pytest
 
 from gptlib.quality import TrainingText, sample_quality
 
-TRAINING = TrainingText.from_texts(["ROMEO.\nBut soft, what light through yonder window breaks?\n\nJULIET.\nAy me.\n"])
+TRAINING = TrainingText.from_texts(
+    ["ROMEO.\nBut soft, what light through yonder window breaks?\n\nJULIET.\nAy me.\n"]
+)
 
 
 def test_known_words_and_speakers_are_counted_against_the_training_text():
     q = sample_quality(["ROMEO.\nBut soft, what glimmers?\n\nTYBALT.\nAy me.\n"], TRAINING)
     assert q["n_words"] == 8 and q["known_words"] == pytest.approx(6 / 8)  # 'glimmers' and 'tybalt' are new
-    assert q["n_speakers"] == 2 and q["known_speakers"] == 0.5  # ROMEO is a speaker of the training text, TYBALT not
+    assert (
+        q["n_speakers"] == 2 and q["known_speakers"] == 0.5
+    )  # ROMEO is a speaker of the training text, TYBALT not
 
 
 def test_case_does_not_hide_a_known_word_or_speaker():
     q = sample_quality(["Romeo.\nBUT SOFT.\n"], TRAINING)
-    assert q["known_words"] == 1.0 and q["known_speakers"] == 1.0 and q["n_speakers"] == 1  # a line of speech is no heading
+    assert (
+        q["known_words"] == 1.0 and q["known_speakers"] == 1.0 and q["n_speakers"] == 1
+    )  # a line of speech is no heading
 
 
 def test_the_longest_run_of_blank_lines_is_found():
     assert sample_quality(["a\n\n\n\nb\n\nc"], TRAINING)["longest_blank_run"] == 3
     assert sample_quality(["one line, no blanks"], TRAINING)["longest_blank_run"] == 0
-    assert sample_quality(["a\n \n\t\nb", "c"], TRAINING)["longest_blank_run"] == 2  # whitespace-only lines are blank
+    assert (
+        sample_quality(["a\n \n\t\nb", "c"], TRAINING)["longest_blank_run"] == 2
+    )  # whitespace-only lines are blank
 
 
 def test_stutters_are_new_words_with_a_letter_or_pair_three_times():

@@ -31,9 +31,18 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def tiny(small_data, out, **overrides) -> TrainConfig:
-    base = {"shards": str(small_data / "shards"), "tokenizer": str(small_data / "tokenizer"), "out": str(out),
-            "max_steps": 12, "log_every": 1, "eval_every": 6, "eval_batches": 2, "checkpoint_every": 4,
-            "micro_batch": 4, "context": 32}  # fmt: skip
+    base = {
+        "shards": str(small_data / "shards"),
+        "tokenizer": str(small_data / "tokenizer"),
+        "out": str(out),
+        "max_steps": 12,
+        "log_every": 1,
+        "eval_every": 6,
+        "eval_batches": 2,
+        "checkpoint_every": 4,
+        "micro_batch": 4,
+        "context": 32,
+    }
     return TrainConfig.preset("tiny", **{**base, **overrides})
 
 
@@ -46,7 +55,14 @@ def losses(history):
 
 def test_presets_keep_the_original_design():
     c = TrainConfig.preset("gpt-25m")
-    assert (c.micro_batch, c.grad_accum, c.context, c.max_steps, c.log_every, c.eval_every) == (8, 4, 512, 10_000, 10, 100)
+    assert (c.micro_batch, c.grad_accum, c.context, c.max_steps, c.log_every, c.eval_every) == (
+        8,
+        4,
+        512,
+        10_000,
+        10,
+        100,
+    )
     assert (c.max_lr, c.min_lr, c.warmup_steps, c.weight_decay, c.grad_clip) == (6e-4, 6e-5, 50, 0.1, 1.0)
     assert c.lr(0) == pytest.approx(6e-4 / 50) and c.lr(10_000) == pytest.approx(6e-5)
 
@@ -69,8 +85,12 @@ def test_cli_rejects_unknown_flags_and_wrong_types(capsys):
             config_from_args(argv)
         assert e.value.code == 2
     assert "unrecognized arguments: --max-stepz" in capsys.readouterr().err
-    result = subprocess.run([sys.executable, "-m", "gptlib", "train", "start", "--bogus", "1"], capture_output=True,
-                            text=True, cwd=REPO)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "gptlib", "train", "start", "--bogus", "1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 2 and "--bogus" in result.stderr
 
 
@@ -86,8 +106,9 @@ def test_every_flag_explains_its_field():
 
 
 def test_tiny_run_lowers_the_loss_and_writes_metrics(small_data, tmp_path):
-    history = train(tiny(small_data, tmp_path / "run", max_steps=30, eval_every=30, max_lr=1e-2), log=None,
-                    progress=False)  # fmt: skip
+    history = train(
+        tiny(small_data, tmp_path / "run", max_steps=30, eval_every=30, max_lr=1e-2), log=None, progress=False
+    )
     train_losses = [loss for _, loss in losses(history)]
     assert sum(train_losses[-5:]) / 5 < train_losses[0] - 0.3
     val = [r for r in history if r["kind"] == "val"]
@@ -106,8 +127,13 @@ def test_kill_and_resume_equals_uninterrupted_bit_for_bit(small_data, tmp_path):
     second = train(resumed_cfg, log=None, progress=False)
     assert any("resuming from step-0000007" in r.get("message", "") for r in second)
     assert losses(second) == losses(full)  # the records of steps 1-7 are kept, 8-12 recomputed: all identical
-    assert [r["val_loss"] for r in second if r["kind"] == "val"] == [r["val_loss"] for r in full if r["kind"] == "val"]
-    for a, b in zip(load_trained(tmp_path / "a", "latest")[0].parameters(), load_trained(tmp_path / "b", "latest")[0].parameters()):
+    assert [r["val_loss"] for r in second if r["kind"] == "val"] == [
+        r["val_loss"] for r in full if r["kind"] == "val"
+    ]
+    for a, b in zip(
+        load_trained(tmp_path / "a", "latest")[0].parameters(),
+        load_trained(tmp_path / "b", "latest")[0].parameters(),
+    ):
         assert torch.equal(a, b)
 
 
@@ -147,7 +173,9 @@ def test_corrupted_or_mismatched_checkpoints_are_refused_and_nothing_is_overwrit
 def test_mfu_never_exceeds_one_when_the_measured_peak_was_too_low(small_data, tmp_path, monkeypatch):
     import gptlib.train as train_module
 
-    monkeypatch.setattr(train_module, "peak_flops", lambda device, precision: (1e3, "measured on a busy machine"))
+    monkeypatch.setattr(
+        train_module, "peak_flops", lambda device, precision: (1e3, "measured on a busy machine")
+    )
     history = train(tiny(small_data, tmp_path / "run", max_steps=6), log=None, progress=False)
     mfus = [r["mfu"] for r in history if r["kind"] == "train"]
     assert mfus and all(0 < m <= 1.0 + 1e-9 for m in mfus), mfus
@@ -158,7 +186,10 @@ def test_a_run_does_not_resume_on_shards_prepared_again(small_data, tmp_path):
     shutil.copytree(small_data / "shards", shards)
     cfg = tiny(small_data, tmp_path / "run", shards=str(shards), max_steps=8)
     train(cfg, until_step=4, log=None, progress=False)
-    assert read_checkpoint_meta(list_checkpoints(tmp_path / "run")[-1])["data_key"] == read_manifest(shards)["key"]
+    assert (
+        read_checkpoint_meta(list_checkpoints(tmp_path / "run")[-1])["data_key"]
+        == read_manifest(shards)["key"]
+    )
     manifest = json.loads((shards / "manifest.json").read_text())
     (shards / "manifest.json").write_text(json.dumps({**manifest, "key": "0" * 64}))  # as if prepared again
     with pytest.raises(CheckpointError, match="other shards"):
@@ -166,8 +197,11 @@ def test_a_run_does_not_resume_on_shards_prepared_again(small_data, tmp_path):
 
 
 def test_checkpoints_keep_the_last_n_and_the_best(small_data, tmp_path):
-    train(tiny(small_data, tmp_path / "run", max_steps=12, checkpoint_every=2, eval_every=2, keep_last=2), log=None,
-          progress=False)  # fmt: skip
+    train(
+        tiny(small_data, tmp_path / "run", max_steps=12, checkpoint_every=2, eval_every=2, keep_last=2),
+        log=None,
+        progress=False,
+    )
     names = [p.name for p in list_checkpoints(tmp_path / "run")]
     assert names[-2:] == ["step-0000010", "step-0000012"] and len(names) <= 3
     state = torch.load(list_checkpoints(tmp_path / "run")[-1] / "state.pt", weights_only=True)
@@ -176,12 +210,38 @@ def test_checkpoints_keep_the_last_n_and_the_best(small_data, tmp_path):
 
 def test_sigterm_saves_a_valid_checkpoint_and_exits_143(small_data, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "gptlib", "train", "start", "--preset", "tiny", "--shards", str(small_data / "shards"),
-           "--tokenizer", str(small_data / "tokenizer"), "--out", str(out), "--max-steps", "100000", "--log-every", "1",
-           "--eval-every", "100000", "--checkpoint-every", "100000", "--micro-batch", "4", "--context", "32"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "gptlib",
+        "train",
+        "start",
+        "--preset",
+        "tiny",
+        "--shards",
+        str(small_data / "shards"),
+        "--tokenizer",
+        str(small_data / "tokenizer"),
+        "--out",
+        str(out),
+        "--max-steps",
+        "100000",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "100000",
+        "--checkpoint-every",
+        "100000",
+        "--micro-batch",
+        "4",
+        "--context",
+        "32",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(read_metrics(out) if (out / "metrics.jsonl").exists() else []) < 4:
+    while (
+        time.monotonic() < deadline and len(read_metrics(out) if (out / "metrics.jsonl").exists() else []) < 4
+    ):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
@@ -195,13 +255,18 @@ def test_sigterm_saves_a_valid_checkpoint_and_exits_143(small_data, tmp_path):
     # resuming after the signal continues exactly like a run that was never stopped
     cfg = TrainConfig.from_dict(meta["config"])
     resumed = train(cfg, until_step=stopped_at + 3, log=None, progress=False)
-    reference = train(replace(cfg, out=str(tmp_path / "reference")), until_step=stopped_at + 3, log=None, progress=False)
+    reference = train(
+        replace(cfg, out=str(tmp_path / "reference")), until_step=stopped_at + 3, log=None, progress=False
+    )
     assert losses(resumed) == losses(reference) and len(losses(reference)) == stopped_at + 3
 
 
 def test_fp16_overflow_skips_the_step_and_is_logged(small_data, tmp_path):
-    history = train(tiny(small_data, tmp_path / "run", max_steps=6, precision="fp16", init_scale=2.0**40), log=None,
-                    progress=False)  # fmt: skip
+    history = train(
+        tiny(small_data, tmp_path / "run", max_steps=6, precision="fp16", init_scale=2.0**40),
+        log=None,
+        progress=False,
+    )
     records = [r for r in history if r["kind"] == "train"]
     assert records[0]["skipped_now"] and records[0]["loss_scale"] == 2.0**40
     assert records[1]["loss_scale"] == 2.0**39  # halved after the overflow
@@ -217,7 +282,9 @@ def test_bits_per_byte_counts_text_bytes_and_leaves_out_specials(small_data):
     model = GPT(tiny(small_data, "unused").model_config(tok.n_vocab))
     x = torch.tensor([[tok.bos_id, 65, 66, 256]])  # 256: the first merged token
     y = torch.tensor([[65, 66, 256, tok.eos_id]])
-    result = evaluate(model, [(x, y)], torch.from_numpy(tok.token_byte_lengths()).long(), choose_precision("cpu", "fp32"))
+    result = evaluate(
+        model, [(x, y)], torch.from_numpy(tok.token_byte_lengths()).long(), choose_precision("cpu", "fp32")
+    )
     logits, _ = model(x)
     nll = torch.nn.functional.cross_entropy(logits[0], y[0], reduction="none")
     n_bytes = 1 + 1 + len(tok.decode_bytes([256]))
@@ -243,13 +310,24 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
 
 def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsys):
     texts = str(small_data / "texts")
-    overrides = {"vocab_size": 300, "max_steps": 6, "eval_every": 3, "checkpoint_every": 3, "micro_batch": 4, "context": 32}
-    first = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
+    overrides = {
+        "vocab_size": 300,
+        "max_steps": 6,
+        "eval_every": 3,
+        "checkpoint_every": 3,
+        "micro_batch": 4,
+        "context": 32,
+    }
+    first = run_pipeline(
+        "tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False
+    )
     assert (Path(first["run"]) / "training.png").stat().st_size > 1000
     assert (Path(first["run"]) / "sample.txt").read_text().startswith(PROMPT)  # the default prompt
     assert first["step"] == 6 and first["val_bpb"] > 0
     capsys.readouterr()
-    second = run_pipeline("tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False)
+    second = run_pipeline(
+        "tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False
+    )
     out = capsys.readouterr().out
     assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
 
@@ -257,14 +335,25 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
 def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(small_data, tmp_path, capsys):
     texts = tmp_path / "texts"
     shutil.copytree(small_data / "texts", texts)
-    overrides = {"vocab_size": 300, "max_steps": 3, "eval_every": 3, "checkpoint_every": 3, "micro_batch": 4, "context": 32}
-    run_pipeline("tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False)
+    overrides = {
+        "vocab_size": 300,
+        "max_steps": 3,
+        "eval_every": 3,
+        "checkpoint_every": 3,
+        "micro_batch": 4,
+        "context": 32,
+    }
+    run_pipeline(
+        "tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False
+    )
     trained_on = json.loads((tmp_path / "tokenizers" / "texts-300" / "trained_on.json").read_text())
     with open(sorted(texts.glob("*.txt"))[0], "a", encoding="utf-8") as f:
         f.write("\nExit, pursued by a bear. " * 50)
     capsys.readouterr()
     with pytest.raises(CheckpointError, match="cannot continue.*Delete"):
-        run_pipeline("tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False)
+        run_pipeline(
+            "tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False
+        )
     out = capsys.readouterr().out
     assert "reused" not in out, "neither the tokenizer nor the shards of the old corpus are reused"
     retrained_on = json.loads((tmp_path / "tokenizers" / "texts-300" / "trained_on.json").read_text())
@@ -273,8 +362,23 @@ def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(sma
 
 def test_sample_command_prints_text(small_data, tmp_path):
     train(tiny(small_data, tmp_path / "run", max_steps=4), log=None, progress=False)
-    result = subprocess.run([sys.executable, "-m", "gptlib", "sample", "--run", str(tmp_path / "run"), "--prompt",
-                             "ROMEO:", "--max-new-tokens", "8"], capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gptlib",
+            "sample",
+            "--run",
+            str(tmp_path / "run"),
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ROMEO:")
 
@@ -282,11 +386,15 @@ def test_sample_command_prints_text(small_data, tmp_path):
 def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp_path):
     cfg = tiny(small_data, tmp_path / "run", max_steps=8)
     train(cfg, log=None, progress=False)
-    with pytest.raises(CheckpointError, match="move the end of the learning-rate decay from step 8 to 12.*--decay-steps 8"):
+    with pytest.raises(
+        CheckpointError, match="move the end of the learning-rate decay from step 8 to 12.*--decay-steps 8"
+    ):
         train(replace(cfg, max_steps=12), log=None, progress=False)
     longer = train(replace(cfg, max_steps=12, decay_steps=8), log=None, progress=False)
     lrs = {r["step"]: r["lr"] for r in longer if r["kind"] == "train"}
-    assert lrs[8] > cfg.min_lr and lrs[9] == lrs[12] == cfg.min_lr, "past the decay's end the run trains at min_lr"
+    assert lrs[8] > cfg.min_lr and lrs[9] == lrs[12] == cfg.min_lr, (
+        "past the decay's end the run trains at min_lr"
+    )
     assert [s for s, _ in losses(longer)] == list(range(1, 13))
 
 
@@ -301,7 +409,9 @@ def test_sample_text_reads_a_prompt_mid_document_and_starts_a_document_without_o
     model = GPT(GPTConfig.preset("tiny", vocab_size=tokenizer.n_vocab, dropout=0.0))
     read = []  # the ids each call hands to generate
     generate = model.generate
-    monkeypatch.setattr(model, "generate", lambda idx, *a, **k: read.append(idx[0].tolist()) or generate(idx, *a, **k))
+    monkeypatch.setattr(
+        model, "generate", lambda idx, *a, **k: read.append(idx[0].tolist()) or generate(idx, *a, **k)
+    )
     prompt = "Romeo.\n"
     text = sample_text(model, tokenizer, prompt, 12, seed=3)
     assert read[-1] == tokenizer.encode(prompt) and text.startswith(prompt)
@@ -325,5 +435,7 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
     second = train(cfg, log=None, progress=False)
     started = [r["message"] for r in second if r["kind"] == "event" and "resuming" in r["message"]]
     assert started and "bf16" in started[0], started
-    reference = train(replace(cfg, out=str(tmp_path / "reference"), precision="bf16"), log=None, progress=False)
+    reference = train(
+        replace(cfg, out=str(tmp_path / "reference"), precision="bf16"), log=None, progress=False
+    )
     assert losses(second) == losses(reference) and len(losses(first)) == 4

@@ -6,8 +6,9 @@ import math
 import torch
 
 
-def adamw_update(param, grad, m, v, step: int, lr: float, betas: tuple[float, float], eps: float,
-                 weight_decay: float):
+def adamw_update(
+    param, grad, m, v, step: int, lr: float, betas: tuple[float, float], eps: float, weight_decay: float
+):
     beta1, beta2 = betas
     param = param * (1 - lr * weight_decay)  # decoupled weight decay, before the Adam step
     m = beta1 * m + (1 - beta1) * grad  # running mean of the gradient

@@ -202,12 +202,19 @@ class LabServer:
             **self._extra_env,
         }
         command = [
-            sys.executable, "-m", "jupyterlab",
-            "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
-            "--ServerApp.port_retries=0", f"--ServerApp.token={self.token}",
-            f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--LabApp.expose_app_in_browser=True",
             "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
-        ]  # fmt: skip
+        ]
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             command,
@@ -315,8 +322,9 @@ class DevTools:
         self._next_id = 0
         self.events: deque[dict] = deque(maxlen=200)
 
-    def call(self, method: str, params: dict | None = None, *, session: str | None = None,
-             timeout: float = 60.0) -> dict:  # fmt: skip
+    def call(
+        self, method: str, params: dict | None = None, *, session: str | None = None, timeout: float = 60.0
+    ) -> dict:
         self._next_id += 1
         message = {"id": self._next_id, "method": method, "params": params or {}}
         if session:

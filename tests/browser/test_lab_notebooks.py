@@ -235,20 +235,26 @@ def test_committed_outputs_show_without_running(name, lab, screenshot_dir):
     from gptlib.train import TrainConfig
 
     marker, mime, text = STORED[name]
-    text = text.format(cpu_steps=TrainConfig.preset("cpu").max_steps)  # 06 at full size trains the `cpu` preset
+    text = text.format(
+        cpu_steps=TrainConfig.preset("cpu").max_steps
+    )  # 06 at full size trains the `cpu` preset
     lab.open(f"{name}.ipynb")
     try:
         cells = lab.cells()
         index = next((c["index"] for c in cells if marker in c["source"]), None)
         assert index is not None, f"{name}: no cell contains {marker!r}"
         outputs = cells[index]["outputs"]
-        assert any(mime in o.get("data", {}) for o in outputs), f"{name}: cell {index} stores no {mime} output"
+        assert any(mime in o.get("data", {}) for o in outputs), (
+            f"{name}: cell {index} stores no {mime} output"
+        )
         stored = json.dumps(outputs)
         assert text in stored, f"{name}: cell {index}'s stored output does not say {text!r}"
         assert not lab.drawn_errors(), f"{name}: the page shows an error in the stored outputs"
         drawn = "img" if mime == "image/png" else "span[title]"  # a picture, or tokens as coloured spans
-        shown = lab.page.evaluate(f"(() => {{ const e = __gptlib.cellNode({index}).querySelector("
-                                  f"'.jp-OutputArea-output {drawn}'); return !!e && (e.naturalWidth ?? 1) > 0; }})()")  # fmt: skip
+        shown = lab.page.evaluate(
+            f"(() => {{ const e = __gptlib.cellNode({index}).querySelector("
+            f"'.jp-OutputArea-output {drawn}'); return !!e && (e.naturalWidth ?? 1) > 0; }})()"
+        )
         assert shown, f"{name}: cell {index}'s stored {mime} output is not drawn"
         assert lab.element_rect(f"__gptlib.cellNode({index}).querySelector('.jp-OutputArea')")
         save_screenshot(lab, screenshot_dir / f"{name}.png")
