@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +29,29 @@ from .quality import TrainingText, reference_losses, sample_quality
 from .tokenizer import Tokenizer
 from .train import TrainConfig, sample_text, train
 
-__all__ = ["TRAINED_ON", "PROMPT", "SAMPLING", "prepare_tokenizer", "run_pipeline"]
+__all__ = [
+    "TRAINED_ON",
+    "PROMPT",
+    "SAMPLING",
+    "PreparedData",
+    "prepare_tokenizer",
+    "prepare_data",
+    "run_pipeline",
+]
 
 PROMPT = "Romeo.\n"  # a speaker heading as the corpus writes them (name, full stop, new line)
 SAMPLING = {"temperature": 0.8, "top_k": 50}  # how `make run` samples from the best checkpoint
 SAMPLE_SEEDS = 3  # samples whose quality is measured; the first is printed
+VAL_FRACTION = 0.05  # of the documents held out: 2 of Shakespeare's 42 plays
 
-TRAINED_ON = "trained_on.json"  # beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
+TRAINED_ON = (
+    "trained_on.json"  # beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
+)
 
 
-def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = True) -> tuple[Tokenizer, bool]:
+def prepare_tokenizer(
+    corpus: str, vocab_size: int, folder, *, progress: bool = True
+) -> tuple[Tokenizer, bool]:
     """The tokenizer in `folder`, trained on `corpus` and saved there unless it already is; returns
     `(tokenizer, reused)`. It is reused only while the corpus's stamp (`Corpus.stamp()`) and the vocab size
     match those recorded in `folder/trained_on.json`; otherwise it is trained again and the folder replaced
@@ -55,29 +68,61 @@ def prepare_tokenizer(corpus: str, vocab_size: int, folder, *, progress: bool = 
     return tokenizer, False
 
 
-def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare", prompt: str = PROMPT,
-                 sample_tokens: int = 300, overrides: dict | None = None, log=print, progress: bool = True,
-                 callback=None) -> dict:  # fmt: skip
-    """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and plots,
-    everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused. Returns a summary."""
-    started = time.perf_counter()
-    root = Path(root) if root is not None else data_dir()
-    cfg = TrainConfig.preset(preset, **(overrides or {}))
-    name = corpus if "/" not in corpus and "." not in corpus else Path(corpus).stem or "corpus"
-    tok_dir = root / "tokenizers" / f"{name}-{cfg.vocab_size}"
+@dataclass
+class PreparedData:
+    "What the first two stages leave: the tokenizer (and its folder), the shards and their manifest."
+
+    name: str  # the corpus's name in folder names
+    tokenizer: Tokenizer
+    tokenizer_dir: Path
+    shards: Path
+    manifest: dict
+
+
+def prepare_data(corpus: str, vocab_size: int, root, *, log=print, progress: bool = True) -> PreparedData:
+    """The tokenizer (`root/tokenizers/NAME-V`) and shards (`root/shards/NAME-V`, 2 of Shakespeare's 42 plays
+    held out) of `corpus`, each made unless it already is from the same inputs. The notebooks' one setup."""
     say = log or (lambda line: None)
-    say(f"== tokenizer ({cfg.vocab_size} ids) in {tok_dir}")
+    name = corpus if "/" not in corpus and "." not in corpus else Path(corpus).stem or "corpus"
+    tok_dir = Path(root) / "tokenizers" / f"{name}-{vocab_size}"
+    say(f"== tokenizer ({vocab_size} ids) in {tok_dir}")
     t0 = time.perf_counter()
-    tokenizer, reused = prepare_tokenizer(corpus, cfg.vocab_size, tok_dir, progress=progress)
+    tokenizer, reused = prepare_tokenizer(corpus, vocab_size, tok_dir, progress=progress)
     say(f"   {'reused' if reused else 'trained'}: {tokenizer.n_vocab} ids ({time.perf_counter() - t0:.1f} s)")
-    shards = root / "shards" / f"{name}-{cfg.vocab_size}"
+    shards = Path(root) / "shards" / f"{name}-{vocab_size}"
     say(f"== shards in {shards}")
     t0 = time.perf_counter()
-    data_cfg = DataConfig(corpus=corpus, tokenizer=tok_dir, out=shards, val_fraction=0.05)  # 2 of 42 plays held out
+    data_cfg = DataConfig(corpus=corpus, tokenizer=tok_dir, out=shards, val_fraction=VAL_FRACTION)
     manifest = prepare(data_cfg, progress=progress, tokenizer=tokenizer)
     splits = manifest["splits"]
-    say(f"   train {splits['train']['n_tokens']:,d} tokens, val {splits['val']['n_tokens']:,d} tokens "
-        f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    say(
+        f"   train {splits['train']['n_tokens']:,d} tokens, val {splits['val']['n_tokens']:,d} tokens "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
+    return PreparedData(name, tokenizer, tok_dir, shards, manifest)
+
+
+def run_pipeline(
+    preset: str = "cpu",
+    *,
+    root=None,
+    corpus: str = "shakespeare",
+    prompt: str = PROMPT,
+    sample_tokens: int = 300,
+    overrides: dict | None = None,
+    log=print,
+    progress: bool = True,
+    callback=None,
+) -> dict:
+    """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and
+    plots, everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused.
+    Returns a summary."""
+    started = time.perf_counter()
+    say = log or (lambda line: None)
+    root = Path(root) if root is not None else data_dir()
+    cfg = TrainConfig.preset(preset, **(overrides or {}))
+    data = prepare_data(corpus, cfg.vocab_size, root, log=log, progress=progress)
+    tokenizer, tok_dir, shards, name = data.tokenizer, data.tokenizer_dir, data.shards, data.name
     run = root / "runs" / f"{name}-{preset}"
     cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run))
     say(f"== training the {preset!r} preset in {run}")
@@ -90,14 +135,28 @@ def run_pipeline(preset: str = "cpu", *, root=None, corpus: str = "shakespeare",
     references = reference_losses(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.n_vocab)
     plots = save_plots(read_metrics(run), run / "training.png", references)
     model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
-    samples = [sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
-               for i in range(SAMPLE_SEEDS)]  # fmt: skip
-    continuations = [sample[len(prompt) :] for sample in samples]  # the prompt's own words and heading not counted
+    samples = [
+        sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
+        for i in range(SAMPLE_SEEDS)
+    ]
+    continuations = [
+        sample[len(prompt) :] for sample in samples
+    ]  # the prompt's own words and heading not counted
     quality = sample_quality(continuations, TrainingText.from_split(train_tokens, tokenizer))
     atomic_write(run / "sample.txt", (samples[0] + "\n").encode())
     best = next((r for r in read_metrics(run) if r["kind"] == "val" and r["step"] == meta["step"]), None)
-    summary = {"run": str(run), "step": meta["step"], "stopped_early": stopped is not None, "signal": stopped,
-               "plots": str(plots), "val_loss": best and best["val_loss"], "val_bpb": best and best["val_bpb"],
-               "val_tokens": best and best["val_tokens"], "references": references, "sample": samples[0],
-               "quality": quality, "wall_s": time.perf_counter() - started}  # fmt: skip
+    summary = {
+        "run": str(run),
+        "step": meta["step"],
+        "stopped_early": stopped is not None,
+        "signal": stopped,
+        "plots": str(plots),
+        "val_loss": best and best["val_loss"],
+        "val_bpb": best and best["val_bpb"],
+        "val_tokens": best and best["val_tokens"],
+        "references": references,
+        "sample": samples[0],
+        "quality": quality,
+        "wall_s": time.perf_counter() - started,
+    }
     return summary

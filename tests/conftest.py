@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from gptlib.corpus import data_dir, fetch_shakespeare
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))  # `course`, as notebooks import it
 
 
 @pytest.fixture(scope="session")
