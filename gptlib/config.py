@@ -1,5 +1,6 @@
-"""Configuration as dataclasses: one base for `GPTConfig`, `DataConfig` and `TrainConfig`, and the command-line
-flags generated from their fields.
+"""Configuration as dataclasses, and the command-line flags generated from their fields.
+
+One base for `GPTConfig`, `DataConfig` and `TrainConfig`.
 
 Hand-written plumbing, not generated from a notebook: it teaches nothing about GPTs. A config class is a
 dataclass that inherits `Config` and declares each field with `opt(default, help, ...)`; it then gets:
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 
 from .errors import ConfigError
 
-__all__ = ["opt", "Config", "ConfigError", "parse_bool"]
+__all__ = ["opt", "Config", "ConfigError", "checked_int", "parse_bool"]
 
 
 def opt(default, help: str, *, low=None, high=None, below=None, choices=None, positive: bool = False):
@@ -42,6 +43,16 @@ def opt(default, help: str, *, low=None, high=None, below=None, choices=None, po
             "positive": positive,
         },
     )
+
+
+def checked_int(value, name: str, *, low: int | None = None) -> int:
+    """`value` as a plain int (a numpy integer is one; a bool or a float is not), at least `low` when given;
+    otherwise a `ConfigError` naming `name`. The one check behind every int field and argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be an int, got {value!r}")
+    if low is not None and value < low:
+        raise ConfigError(f"{name} must be at least {low}, got {value!r}")
+    return int(value)
 
 
 def parse_bool(text: str) -> bool:
@@ -85,9 +96,7 @@ class Config:
             if not isinstance(value, bool):
                 raise ConfigError(f"{where} must be true or false, got {value!r}")
         elif kind is int:
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ConfigError(f"{where} must be an int, got {value!r}")
-            value = int(value)  # numpy integers become plain ints (JSON-able)
+            value = checked_int(value, where)  # numpy integers become plain ints (JSON-able)
         elif kind is float:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ConfigError(f"{where} must be a number, got {value!r}")

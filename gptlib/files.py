@@ -39,6 +39,7 @@ __all__ = [
     "write_json",
     "rename",
     "replace_folder",
+    "build_folder",
     "remove_stale_temporaries",
     "read_json_document",
     "FolderLock",
@@ -142,6 +143,22 @@ def replace_folder(new, final) -> None:
     _fsync_folder(final.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def build_folder(final):
+    """Build a folder under a temporary name beside `final` (the block gets its path) and put it in place
+    with `replace_folder` when the block ends; on any error the half-built folder is removed and `final` is
+    left as it was."""
+    final = Path(final)
+    work = temporary_name(final)
+    work.mkdir(parents=True)
+    try:
+        yield work
+        replace_folder(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 def _alive(pid: int) -> bool:
