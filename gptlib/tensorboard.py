@@ -1,0 +1,83 @@
+"""TensorBoard event files of a run's scalars, written while it trains or afterwards from metrics.jsonl.
+
+Hand-written plumbing, not generated from a notebook: `metrics.jsonl` stays the run's record; this module
+only translates its records for the tool many users already watch runs in. A `train` record becomes the
+scalars `train/loss`, `train/lr`, `train/grad_norm`, `train/tokens_per_s`, `train/mfu`, `train/loss_scale`;
+a `val` record `val/loss` (nats per token) and `val/bpb` (bits per byte), each at its step. It needs the
+`tensorboard` extra (`pip install 'gptlib[tensorboard]'`), which torch's `SummaryWriter` writes with.
+
+- `TensorBoardLog(folder, resume_step)`: a callable that takes records as the training loop emits them; a
+  run resumed at step N drops the events written after N by the interrupted run (`purge_step`), as the
+  metrics log drops its lines after N;
+- `write_events(records, folder)`: the event file of records already written (`gptlib metrics tensorboard`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import GptlibError
+
+__all__ = ["TENSORBOARD_DIR", "SCALARS", "TensorBoardLog", "write_events"]
+
+TENSORBOARD_DIR = "tensorboard"  # inside a run folder
+SCALARS = {  # record kind -> (field of the record, tag of the scalar)
+    "train": (
+        ("loss", "train/loss"),
+        ("lr", "train/lr"),
+        ("grad_norm", "train/grad_norm"),
+        ("tokens_per_s", "train/tokens_per_s"),
+        ("mfu", "train/mfu"),
+        ("loss_scale", "train/loss_scale"),
+    ),
+    "val": (("val_loss", "val/loss"), ("val_bpb", "val/bpb")),
+}
+
+
+def _summary_writer(folder: Path, purge_step: int | None):
+    "torch's SummaryWriter, or a GptlibError that says how to install what it needs."
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:  # torch imports the tensorboard package lazily, here
+        raise GptlibError(
+            "TensorBoard logging needs the tensorboard package: pip install 'gptlib[tensorboard]'"
+        ) from e
+    return SummaryWriter(log_dir=str(folder), purge_step=purge_step)
+
+
+class TensorBoardLog:
+    """Writes each record's scalars to the event file in `folder`, flushed at every validation (so that a
+    TensorBoard watching the folder sees a run as it trains). `resume_step`: the step a resumed run starts
+    from; events of the interrupted run after it are dropped by TensorBoard."""
+
+    def __init__(self, folder, resume_step: int | None = None):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # TensorBoard hides the events at and after `purge_step` written before it: those after the resume
+        self._writer = _summary_writer(self.folder, None if resume_step is None else resume_step + 1)
+
+    def __call__(self, record: dict) -> None:
+        for field, tag in SCALARS.get(record.get("kind"), ()):
+            value = record.get(field)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self._writer.add_scalar(tag, value, global_step=record["step"])
+        if record.get("kind") == "val":
+            self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> TensorBoardLog:
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+
+def write_events(records, folder) -> Path:
+    "An event file in `folder` holding the scalars of `records` (a run's metrics.jsonl, read)."
+    with TensorBoardLog(folder) as log:
+        for record in records:
+            log(record)
+    return Path(folder)
