@@ -37,6 +37,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "temporary_name",
+    "naming",
     "atomic_open",
     "atomic_write",
     "write_json",
@@ -64,8 +65,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path) -> str:
+    "The sha256 of a file's bytes, read a block at a time; a failed read names the file."
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with naming(path), open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -97,9 +99,20 @@ _WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _name_the_file(error: OSError, path: Path) -> None:
-    "Let `error` name `path` when it names no file, as the errors of `write()` and `fsync()` do not."
+    "Let `error` name `path` when it names no file (the errors of `read()`, `write()`, `fsync()` name none)."
     if error.filename is None:
         error.filename = str(path)
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Within the block, an `OSError` that names no file is made to name `path`: for a block that reads or
+    writes that one file, so that `Input/output error` says where."""
+    try:
+        yield
+    except OSError as e:
+        _name_the_file(e, Path(path))
+        raise
 
 
 @contextlib.contextmanager
@@ -117,13 +130,10 @@ def atomic_open(path, durable: bool = True):
                 if e.errno in _WRITE_ERRORS:
                     _name_the_file(e, path)
                 raise
-            try:
+            with naming(path):  # the data of this file reaching the disk
                 f.flush()
                 if durable:
                     os.fsync(f.fileno())
-            except OSError as e:  # the data of this file reaching the disk
-                _name_the_file(e, path)
-                raise
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
