@@ -1,4 +1,4 @@
-"""Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
+"""Files written safely and read with suspicion: every write, rename, hash and lock.
 
 Hand-written plumbing, not generated from a notebook: it teaches nothing about GPTs. The tokenizer, the
 shards, the checkpoints and the run pipeline all go through it, so each rule below holds everywhere:

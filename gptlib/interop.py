@@ -1,4 +1,4 @@
-"""Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
+"""Other tools' formats: tiktoken and Hugging Face tokenizers, nanoGPT and llm.c shards.
 
 Hand-written plumbing, not generated from a notebook: the ideas live in 01_bpe (a tokenizer is its merges)
 and 02_data (shards are token ids on disk); this module only translates them, and checks the translation.

@@ -1,4 +1,4 @@
-"""Reading a run: the losses of counting alone, a tokenizer's compression, how a sample reads.
+"""Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
 
 Hand-written plumbing, not generated from a notebook: 06_training shows these figures beside its curves and
 samples; counting teaches nothing about GPTs. How much of a sample is words and speaker names of the
