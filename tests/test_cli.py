@@ -76,7 +76,7 @@ def no_work(monkeypatch):
             ["train", "start", "--shards", "s", "--tokenizer", "t", "--out", "o", "--max-stepz", "5"],
             "--max-stepz",
         ),
-        (["train", "start", "--max-steps", "5"], "required: --shards, --tokenizer, --out"),
+        (["train", "start", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
         (["train", "config", "--compile", "maybe"], "--compile: expected true or false, got 'maybe'"),
         (["train", "start", "--shards", "s", "--tokenizer", "t", "--out", ""], "--out: an empty value"),
         (["tokenizer", "train", "--out", ""], "--out: an empty path"),
@@ -101,6 +101,11 @@ def test_a_bad_flag_is_one_error_line_before_any_work(capsys, no_work, argv, fla
     message = one_error_line(capsys, main(argv))
     assert flag in message, message
     assert message.endswith("-h` lists the flags)"), "the line says where the usage is"
+
+
+def test_train_start_needs_the_folders_before_any_work(capsys, no_work):
+    message = one_error_line(capsys, main(["train", "start", "--tokenizer", "t", "--max-steps", "5"]))
+    assert message.startswith("train start needs --shards, --out: the shard folder"), message
 
 
 def test_flags_are_never_abbreviated(capsys, no_work):

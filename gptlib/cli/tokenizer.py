@@ -26,13 +26,13 @@ from gptlib.data import readable_count
 from gptlib.files import naming
 from gptlib.interop import check_tokenizer_target, save_tokenizer_folder
 from gptlib.quality import compression
-from gptlib.tokenizer import Tokenizer, check_vocab_size
+from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_vocab_size
 
 from ._shared import UsageError, add_corpus, add_sdist, add_tokenizer, default_tokenizer, integer
 
 __all__ = ["add_to", "COMPRESSION_SAMPLE_BYTES"]
 
-COMPRESSION_SAMPLE_BYTES = 10_000_000  # compression is measured on the corpus's first 10 MB: seconds
+COMPRESSION_SAMPLE_BYTES = 10_000_000  # the corpus's first 10 MB: seconds to encode, whatever its size
 
 
 def add_to(commands) -> None:
@@ -49,7 +49,7 @@ def add_to(commands) -> None:
         type=integer(),
         metavar="N",
         default=8192,
-        help="256 bytes + merges + 3 specials (default: 8192)",
+        help=f"256 bytes + merges + {len(SPECIAL_TOKENS)} specials (default: 8192)",
     )
     train.add_argument(
         "--out",

@@ -20,11 +20,13 @@ from gptlib.checkpoint import read_metrics
 from gptlib.display import save_plots
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
-from ._shared import Parser, add_preset, signal_exit_code
+from ._shared import Parser, UsageError, add_preset, signal_exit_code
 
 __all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
 
 RUN_FOLDERS = ("shards", "tokenizer", "out")  # what a run reads and where it writes: no preset can say
+_FOLDERS_HELP = "the shard folder and its tokenizer to train on, and the run folder to write"
+_ABOUT = "Train a GPT. Every TrainConfig field is a flag; the preset gives the values not set."
 
 
 def add_to(commands) -> None:
@@ -36,24 +38,21 @@ def add_to(commands) -> None:
         help="train, or resume the run in --out; `train start -h` lists every flag",
         description=_ABOUT,
     )
-    add_train_flags(start, required=RUN_FOLDERS)
+    add_train_flags(start)
     start.set_defaults(handler=start_command)
     config = verbs.add_parser("config", help="print the resolved configuration as JSON, train nothing")
     add_train_flags(config)
     config.set_defaults(handler=config_command)
 
 
-_ABOUT = "Train a GPT. Every TrainConfig field is a flag; the preset gives the values not set."
-
-
-def add_train_flags(parser: argparse.ArgumentParser, *, required=()) -> argparse.ArgumentParser:
+def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "`--preset NAME`, then a flag for every TrainConfig field (generated from the dataclass)."
     add_preset(parser, TRAIN_PRESETS, "tiny", "training")
-    return TrainConfig.add_arguments(parser, show_defaults=False, required=required)
+    return TrainConfig.add_arguments(parser, show_defaults=False)
 
 
 def train_parser(prog: str = "python -m gptlib train start") -> argparse.ArgumentParser:
-    "The flags of `train start` as a parser of their own (no folder required), for code and tests."
+    "The flags of `train start` as a parser of their own, for code and tests."
     return add_train_flags(Parser(prog=prog, description=_ABOUT))
 
 
@@ -67,6 +66,10 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def start_command(args: argparse.Namespace) -> int:
+    # Checked here rather than by argparse, which would report a missing flag before a misspelt one.
+    missing = [f"--{name}" for name in RUN_FOLDERS if not getattr(args, name)]
+    if missing:
+        raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
     cfg = _config(args)
     seen_here = []  # `train` hands its records to the callback in the main process only
     history = train(cfg, callback=seen_here.append)
