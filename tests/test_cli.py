@@ -303,3 +303,48 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
     proc.stdout.close()  # as `| head -1` does
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141 and err == "" and "00000" in first
+
+
+def _summary(**changes) -> dict:
+    "What `gptlib.pipeline.run_pipeline` returns, for a run that finished (or stopped, with `changes`)."
+    return {
+        "run": "/runs/shakespeare-tiny",
+        "step": 60,
+        "stopped_early": False,
+        "signal": None,
+        "val_loss": 5.4321,
+        "val_bpb": 2.3456,
+        "val_tokens": 12_345,
+        "references": {"ln V": 6.24, "unigram": 5.9, "bigram": 4.8},
+        "sample": "Romeo.\nWhat say you?",
+        "quality": {"known_words": 0.75, "known_speakers": None, "longest_blank_run": 2, "stutters": ["ooo"]},
+        "wall_s": 90.0,
+        **changes,
+    }
+
+
+def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypatch, shakespeare_texts):
+    asked = []
+
+    def run_pipeline(preset, **kwargs):
+        asked.append((preset, kwargs))
+        return _summary()
+
+    monkeypatch.setattr(gptlib.cli.run, "run_pipeline", run_pipeline)
+    assert main(["run", "--preset", "tiny", "--prompt", "JULIET.\n", "--sample-tokens", "20"]) == 0
+    assert asked == [("tiny", {"prompt": "JULIET.\n", "sample_tokens": 20})]
+    out = capsys.readouterr().out
+    assert "shakespeare: 42 documents, 5,057,198 characters, 5.06 MB" in out
+    assert (
+        "=== sample (the best checkpoint, step 60, prompt 'JULIET.\\n') ===\nRomeo.\nWhat say you?\n" in out
+    )
+    assert "val loss 5.4321 nats/token, 2.3456 bits/byte over the 12,345 tokens" in out
+    assert "(for reference: ln V 6.24, unigram 5.90, bigram 4.80 nats/token)" in out
+    assert "75.0% of words and no speaker headings found" in out and "wall time 1.5 min" in out
+
+
+def test_run_stopped_by_ctrl_c_says_how_to_resume_and_exits_130(capsys, monkeypatch, shakespeare_texts):
+    stopped = _summary(stopped_early=True, signal="SIGINT", step=12)
+    monkeypatch.setattr(gptlib.cli.run, "run_pipeline", lambda preset, **kwargs: stopped)
+    assert main(["run"]) == 130
+    assert "stopped at step 12: run `python -m gptlib run` again to resume" in capsys.readouterr().out
