@@ -18,6 +18,7 @@ import gptlib.cli
 import gptlib.cli.corpus
 import gptlib.cli.run
 import gptlib.cli.train
+import gptlib.files
 from gptlib.cli import build_parser, config_from_args, describe, main
 from gptlib.corpus import CorpusError
 from gptlib.files import LockedError
@@ -228,6 +229,38 @@ def test_encode_names_a_file_that_fails_to_read(capsys, tokenizer_folder, tmp_pa
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     argv = ["tokenizer", "encode", "--tokenizer", str(tokenizer_folder), "--file", str(text)]
     assert one_error_line(capsys, main(argv)) == f"Input/output error: {text}"
+
+
+def test_a_full_disk_names_the_file_it_was_writing(capsys, monkeypatch, small_data, tmp_path):
+    class FullDisk:  # a file whose every write fails as on a full disk: errno and message, no file name
+        def __init__(self, f):
+            self._f = f
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self._f.__exit__(*exc)
+
+    monkeypatch.setattr(gptlib.files, "open", lambda *a, **k: FullDisk(open(*a, **k)), raising=False)
+    bins = tmp_path / "bins"
+    argv = [
+        "data",
+        "export",
+        "--shards",
+        str(small_data / "shards"),
+        "--format",
+        "nanogpt",
+        "--out",
+        str(bins),
+    ]
+    assert one_error_line(capsys, main(argv)) == f"No space left on device: {bins / 'train.bin'}"
 
 
 # --- the error policy ---------------------------------------------------------------------------------------
