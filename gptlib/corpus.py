@@ -323,18 +323,23 @@ def _text_of(value, where: str, column: str) -> str:
 
 def _parquet(path: Path, column: str, batch_rows: int = 1024) -> Iterator[Document]:
     try:
+        import pyarrow
         import pyarrow.parquet as pq
     except ImportError as e:
         raise CorpusError("reading parquet needs pyarrow: pip install 'gptlib[data]'") from e
-    parquet_file = pq.ParquetFile(path)
-    if column not in parquet_file.schema_arrow.names:
-        raise CorpusError(f"{path} has no column {column!r} (columns: {parquet_file.schema_arrow.names})")
-    row = 0
-    for batch in parquet_file.iter_batches(batch_size=batch_rows, columns=[column]):
-        for text in batch.column(0).to_pylist():
-            if text is not None:
-                yield Document(f"{path.name}:{row}", _text_of(text, f"{path}:{row}", column))
-            row += 1
+    try:
+        parquet_file = pq.ParquetFile(path)
+        if column not in parquet_file.schema_arrow.names:
+            names = parquet_file.schema_arrow.names
+            raise CorpusError(f"{path} has no column {column!r} (columns: {names})")
+        row = 0
+        for batch in parquet_file.iter_batches(batch_size=batch_rows, columns=[column]):
+            for text in batch.column(0).to_pylist():
+                if text is not None:
+                    yield Document(f"{path.name}:{row}", _text_of(text, f"{path}:{row}", column))
+                row += 1
+    except pyarrow.ArrowException as e:  # not parquet at all, or damaged: pyarrow's words, and the file
+        raise CorpusError(f"{path} cannot be read as parquet: {e}") from e
 
 
 def _huggingface(name: str, config: str | None, split: str, column: str) -> Iterator[Document]:

@@ -294,6 +294,14 @@ def test_a_parquet_column_that_is_not_text_is_named_with_its_row(tmp_path):
         list(open_corpus(str(path)))
 
 
+def test_a_file_that_is_not_parquet_is_named(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    fake = tmp_path / "docs.parquet"
+    fake.write_text("a,b\n1,2\n")
+    with pytest.raises(CorpusError, match=r"docs.parquet cannot be read as parquet: "):
+        list(open_corpus(str(fake)))
+
+
 def test_an_input_output_error_names_the_file(tmp_path, monkeypatch):
     (tmp_path / "a.txt").write_text("unreadable")
 
