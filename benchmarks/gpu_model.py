@@ -15,18 +15,17 @@ For a GPU missing from that table the script measures a large matmul instead and
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import write_section  # noqa: E402
-from model import TorchEncoderGPT  # noqa: E402  (benchmarks/model.py: the peer network)
+# Run as a script, its own folder is the first on the import path: benchmarks/_results.py and
+# benchmarks/model.py (the peer network) import as top-level modules.
+from _results import write_section
+from model import TorchEncoderGPT
 
-from gptlib.model import GPT, GPTConfig  # noqa: E402
-from gptlib.optim import datasheet_peak_flops, measure_matmul_flops  # noqa: E402
+from gptlib.model import GPT, GPTConfig
+from gptlib.optim import datasheet_peak_flops, measure_matmul_flops
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
