@@ -101,7 +101,7 @@ def no_work(monkeypatch):
 def test_a_bad_flag_is_one_error_line_before_any_work(capsys, no_work, argv, flag):
     message = one_error_line(capsys, main(argv))
     assert flag in message, message
-    assert message.endswith("-h` lists the flags)"), "the line says where the usage is"
+    assert "(see `python -m gptlib" in message and message.endswith(" -h`)"), "it says where the usage is"
 
 
 def test_train_start_needs_the_folders_before_any_work(capsys, no_work):

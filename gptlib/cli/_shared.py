@@ -45,7 +45,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"error: {message} (`{self.prog} -h` lists the flags)\n")
+        self.exit(2, f"error: {message} (see `{self.prog} -h`)\n")
 
 
 def integer(*, low: int | None = None, high: int | None = None):
