@@ -7,12 +7,13 @@ import platform
 import re
 from pathlib import Path
 
+import torch
+
 RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def machine_line() -> str:
-    import torch
-
+    "The machine a figure was measured on: the CPU's model name, its cores, torch and its threads, Python."
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

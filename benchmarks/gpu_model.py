@@ -15,18 +15,17 @@ For a GPU missing from that table the script measures a large matmul instead and
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import write_section  # noqa: E402
-from model import TorchEncoderGPT  # noqa: E402  (benchmarks/model.py: the peer network)
+# Run as a script, its own folder is the first on the import path: benchmarks/_results.py and
+# benchmarks/model.py (the peer network) import as top-level modules.
+from _results import write_section
+from model import TorchEncoderGPT
 
-from gptlib.model import GPT, GPTConfig  # noqa: E402
-from gptlib.optim import datasheet_peak_flops, measure_matmul_flops  # noqa: E402
+from gptlib.model import GPT, GPTConfig
+from gptlib.optim import datasheet_peak_flops, measure_matmul_flops
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -95,8 +94,9 @@ def main(argv=None) -> int:
         peak, source = peaks[precision]
         rows.append((label, precision, compiled, rate, rate * flops, rate * flops / peak))
         print(
-            f"{label:6s} {precision} compile={compiled!s:5s}: {step * 1e3:7.1f} ms/step, {rate:12,.0f} tok/s, "
-            f"{rate * flops / 1e12:6.1f} TFLOP/s, MFU {rate * flops / peak:.1%} of {peak / 1e12:.0f} ({source})",
+            f"{label:6s} {precision} compile={compiled!s:5s}: {step * 1e3:7.1f} ms/step, "
+            f"{rate:12,.0f} tok/s, {rate * flops / 1e12:6.1f} TFLOP/s, "
+            f"MFU {rate * flops / peak:.1%} of {peak / 1e12:.0f} ({source})",
             flush=True,
         )
 
@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     lines = [
         "## Model step on a GPU (`benchmarks/gpu_model.py`)",
         "",
-        f"Machine: {name}, torch {torch.__version__}, CUDA {torch.version.cuda}. Preset `{args.preset}`, batch "
-        f"{args.batch}×{T} = {tokens:,d} tokens a step, fp32 weights under autocast, fused AdamW "
+        f"Machine: {name}, torch {torch.__version__}, CUDA {torch.version.cuda}. Preset `{args.preset}`, "
+        f"batch {args.batch}×{T} = {tokens:,d} tokens a step, fp32 weights under autocast, fused AdamW "
         f"(GradScaler for fp16), mean of {args.steps} steps after {args.warmup} warm-up steps.",
         "MFU = tokens/s × `flops_per_token()` / peak; peaks: "
         + ", ".join(f"{p} {v[0] / 1e12:.1f} TFLOP/s ({v[1]})" for p, v in peaks.items())

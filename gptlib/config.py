@@ -10,7 +10,10 @@ dataclass that inherits `Config` and declares each field with `opt(default, help
   naming the field), plus the class's own cross-field rules in `check()`;
 - `to_dict()` / `from_dict()` (JSON-able, unknown keys refused) and `preset(name, **overrides)` over the
   class's `PRESETS`;
-- `add_arguments(parser)` / `from_args(args)`: a `--flag` per field, its help the field's description.
+- `add_arguments(parser)` / `from_args(args)`: a `--flag` per field, its help the field's description. A flag
+  parses its text with `parse_bool`, `parse_path` or `parse_text` by the field's type; the last two refuse
+  an empty value, which is most often an unset shell variable (`--out "$RUN"`) and would otherwise mean the
+  current folder.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, ClassVar
 
 from .errors import ConfigError
 
-__all__ = ["opt", "Config", "ConfigError", "checked_int", "parse_bool"]
+__all__ = ["opt", "Config", "ConfigError", "checked_int", "parse_bool", "parse_path", "parse_text"]
 
 
 def opt(default, help: str, *, low=None, high=None, below=None, choices=None, positive: bool = False):
@@ -45,23 +48,46 @@ def opt(default, help: str, *, low=None, high=None, below=None, choices=None, po
     )
 
 
-def checked_int(value, name: str, *, low: int | None = None) -> int:
-    """`value` as a plain int (a numpy integer is one; a bool or a float is not), at least `low` when given;
-    otherwise a `ConfigError` naming `name`. The one check behind every int field and argument."""
+def checked_int(value, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """`value` as a plain int (a numpy integer is one; a bool or a float is not), at least `low` and at most
+    `high` when given; otherwise a `ConfigError` naming `name`. The one check behind every int field and
+    argument."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigError(f"{name} must be an int, got {value!r}")
     if low is not None and value < low:
         raise ConfigError(f"{name} must be at least {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"{name} must be at most {high}, got {value!r}")
     return int(value)
 
 
 def parse_bool(text: str) -> bool:
+    "A flag's `true`/`false` (also 1/0, yes/no, on/off); anything else is a usage error."
     lowered = text.lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_text(text: str) -> str:
+    """A flag's text, refused when empty: `--device "$DEVICE"` with the variable unset is a mistake, not a
+    value."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty value (an unset shell variable?)")
+    return text
+
+
+def parse_path(text: str) -> Path:
+    """A flag's path, refused when empty: `Path("")` is the current folder, so an unset shell variable would
+    otherwise write a tokenizer, shards or a run into whatever folder the command runs in."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    return Path(text)
+
+
+_PARSERS = {bool: parse_bool, Path: parse_path, str: parse_text}  # other kinds (int, float) parse themselves
 
 
 def _kind(annotation) -> tuple[type, bool]:
@@ -174,7 +200,7 @@ class Config:
                 "--" + f.name.replace("_", "-"),
                 dest=f.name,
                 default=None,
-                type=parse_bool if kind is bool else kind,
+                type=_PARSERS.get(kind, kind),
                 required=f.name in required,
                 metavar=kind.__name__.upper(),
                 help=text,

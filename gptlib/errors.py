@@ -1,4 +1,4 @@
-"""The errors a user can cause: the command line prints them as one `error: ...` line and exits 2.
+"""The errors a user can cause: the command line prints one `error: ...` line, exits 2.
 
 Hand-written plumbing, not generated from a notebook. Bad input (a wrong flag, a damaged file, a folder
 that is not gptlib's) and an unfit environment (no GPU where one is asked for) raise a `GptlibError`

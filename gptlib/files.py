@@ -1,11 +1,12 @@
-"""Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
+"""Files written safely and read with suspicion: every write, rename, hash and lock.
 
 Hand-written plumbing, not generated from a notebook: it teaches nothing about GPTs. The tokenizer, the
 shards, the checkpoints and the run pipeline all go through it, so each rule below holds everywhere:
 
 - a file is written under a unique temporary name in its own folder, flushed to disk and renamed into
   place (`atomic_open`, `atomic_write`, `write_json`): a kill or a full disk never leaves a half-written
-  file under the final name;
+  file under the final name, and the error of a failed write names the file (`No space left on device:
+  PATH`), which a bare `write()` does not;
 - a finished folder takes the place of an older one in one rename (`replace_folder`), and the old one is
   deleted only once the new one is in place;
 - leftovers of processes that died mid-write are recognised by the pid in their name and removed
@@ -13,12 +14,14 @@ shards, the checkpoints and the run pipeline all go through it, so each rule bel
 - a versioned JSON document is checked against its format, version and required fields before any of it
   is used (`read_json_document`);
 - one writer per folder (`FolderLock`): a second process is refused, a lock left by a dead one is free.
+  The lock is POSIX's `flock`, like the liveness test of a pid: gptlib runs on Linux and macOS.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +37,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "temporary_name",
+    "naming",
     "atomic_open",
     "atomic_write",
     "write_json",
@@ -42,6 +46,7 @@ __all__ = [
     "build_folder",
     "remove_stale_temporaries",
     "read_json_document",
+    "DocumentError",
     "FolderLock",
     "LockedError",
 ]
@@ -60,8 +65,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path) -> str:
+    "The sha256 of a file's bytes, read a block at a time; a failed read names the file."
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with naming(path), open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -88,18 +94,46 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+# A read never fails with these: raised inside an `atomic_open` block, they come from writing its file.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _name_the_file(error: OSError, path: Path) -> None:
+    "Let `error` name `path` when it names no file (the errors of `read()`, `write()`, `fsync()` name none)."
+    if error.filename is None:
+        error.filename = str(path)
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Within the block, an `OSError` that names no file is made to name `path`: for a block that reads or
+    writes that one file, so that `Input/output error` says where."""
+    try:
+        yield
+    except OSError as e:
+        _name_the_file(e, Path(path))
+        raise
+
+
 @contextlib.contextmanager
 def atomic_open(path, durable: bool = True):
     """Open `path` for binary writing under a temporary name; on success flush, fsync (when `durable`) and
-    rename it into place. On any error the final name is untouched and the temporary file is removed."""
+    rename it into place. On any error the final name is untouched and the temporary file is removed; a
+    failed write or flush is an `OSError` that names `path`."""
     path = Path(path)
     partial = temporary_name(path)
     try:
         with open(partial, "xb") as f:
-            yield f
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+            try:
+                yield f
+            except OSError as e:
+                if e.errno in _WRITE_ERRORS:
+                    _name_the_file(e, path)
+                raise
+            with naming(path):  # the data of this file reaching the disk
+                f.flush()
+                if durable:
+                    os.fsync(f.fileno())
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -194,13 +228,17 @@ def remove_stale_temporaries(folder, recursive: bool = False) -> list[Path]:
 # --- reading --------------------------------------------------------------------------------------------
 
 
+class DocumentError(GptlibError, ValueError):
+    "A JSON document gptlib reads is missing, damaged, or of another format or version."
+
+
 def read_json_document(
     path,
     *,
     format: str,
     version: int,
     required=(),
-    error=ValueError,
+    error=DocumentError,
     version_key: str = "version",
     what: str = "file",
 ) -> dict:
@@ -246,8 +284,6 @@ class FolderLock:
         self.path, self.what, self._fd = Path(folder) / ".lock", what, None
 
     def __enter__(self) -> FolderLock:
-        import fcntl
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

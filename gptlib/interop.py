@@ -1,4 +1,4 @@
-"""Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
+"""Other tools' formats: tiktoken and Hugging Face tokenizers, nanoGPT and llm.c shards.
 
 Hand-written plumbing, not generated from a notebook: the ideas live in 01_bpe (a tokenizer is its merges)
 and 02_data (shards are token ids on disk); this module only translates them, and checks the translation.
@@ -172,7 +172,8 @@ def export_tokenizer(tokenizer: Tokenizer, folder) -> None:
 
 def check_tokenizer_target(folder, *, overwrite: bool = False) -> None:
     """Refuse a target a tokenizer folder may not be written to: a file, a folder holding anything but a
-    tokenizer, or (without `overwrite`) an existing tokenizer. Checked before training, and again when saving."""
+    tokenizer, or (without `overwrite`) an existing tokenizer. Checked before training, and again when
+    saving."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} exists and is not a folder")
@@ -229,9 +230,9 @@ def _export_record(folder: Path) -> dict:
 
 
 def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> dict[str, Path]:
-    """Write each split's tokens as `out / names[split]` (after `header(split)`'s bytes, when given): both files
-    or neither. Then record them in `out/gptlib-export.json`. A file in the way that gptlib did not export there
-    is refused, never overwritten."""
+    """Write each split's tokens as `out / names[split]` (after `header(split)`'s bytes, when given): both
+    files or neither. Then record them in `out/gptlib-export.json`. A file in the way that gptlib did not
+    export there is refused, never overwritten."""
     folder, out = Path(folder), Path(out)
     manifest = read_manifest(folder)
     if manifest["tokens"]["dtype"] != "uint16":
@@ -360,8 +361,9 @@ def check_own_encoding(
         if again[:compared] != ids[:compared]:
             first = next((i for i, (a, b) in enumerate(zip(ids, again)) if a != b), min(len(ids), len(again)))
             raise ShardError(
-                f"{source} was not made by this tokenizer ({tokenizer.fingerprint()[:16]}…): document {d}'s ids change "
-                f"when decoded and encoded again (from token {first} on); import it with the tokenizer that made it"
+                f"{source} was not made by this tokenizer ({tokenizer.fingerprint()[:16]}…): document {d}'s "
+                f"ids change when decoded and encoded again (from token {first} on); import it with the "
+                "tokenizer that made it"
             )
 
 

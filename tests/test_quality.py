@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gptlib.quality import TrainingText, sample_quality
+from gptlib.quality import Compression, TrainingText, compression, sample_quality
 
 TRAINING = TrainingText.from_texts(
     ["ROMEO.\nBut soft, what light through yonder window breaks?\n\nJULIET.\nAy me.\n"]
@@ -75,3 +75,15 @@ def test_reference_losses_equal_a_direct_count():
     expected = -np.mean([math.log(table[a, b] / table[a].sum()) for a, b in zip(val[:-1], val[1:])])
     assert losses["bigram"] == pytest.approx(expected)
     assert losses["unigram"] < losses["ln V"], "ids 7 and 8 never occur: counting beats guessing uniformly"
+
+
+def test_compression_counts_the_bytes_and_the_tokens_of_the_texts(small_data):
+    from gptlib.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.load(small_data / "tokenizer")
+    texts = ["O Romeo, Romeo! wherefore art thou Romeo?", "café <|eos|>", ""]
+    measured = compression(tokenizer, texts)
+    tokens = sum(len(tokenizer.encode(text)) for text in texts)
+    assert measured == Compression(bytes=41 + 13, tokens=tokens)
+    assert measured.bytes_per_token == pytest.approx(54 / tokens) and tokens < 54, "merges make fewer tokens"
+    assert compression(tokenizer, []).bytes_per_token == 0.0

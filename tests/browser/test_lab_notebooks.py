@@ -112,8 +112,9 @@ def check_token_widget(lab: LabPage) -> None:
         page.insert_text(text)
         assert page.evaluate(f"{TOKEN_INPUT}.value") == text, "01_bpe: the token input did not take the text"
         try:
+            answered = f"const t = {TOKEN_OUTPUT}.textContent; return t !== {json.dumps(before)} && t;"
             after = page.wait_for(
-                f"(() => {{ const t = {TOKEN_OUTPUT}.textContent; return t !== {json.dumps(before)} && t; }})()",
+                f"(() => {{ {answered} }})()",
                 timeout=30,
                 what="the token widget to answer",
             )
@@ -147,8 +148,8 @@ def live_figure(lab: LabPage) -> tuple[int, list[bytes]] | str:
     changed = [frames[0]] + [b for a, b in zip(frames, frames[1:]) if images_differ(a, b)]
     if len(changed) < MIN_LIVE_FRAMES:
         return (
-            f"06_training: the figure of cell {index} showed {len(changed)} different picture(s) while the cell "
-            f"ran; a live plot shows at least {MIN_LIVE_FRAMES}"
+            f"06_training: the figure of cell {index} showed {len(changed)} different picture(s) while the "
+            f"cell ran; a live plot shows at least {MIN_LIVE_FRAMES}"
         )
     return index, changed
 
@@ -180,7 +181,10 @@ def check_untouched_exercises(lab: LabPage, name: str) -> int:
 
 
 def test_lab_kernel_is_the_project_environment_in_smoke_mode(lab):
-    code = "import os, sys, gptlib; print(sys.prefix); print(gptlib.__file__); print(os.environ.get('GPTLIB_SMOKE'))"
+    code = (
+        "import os, sys, gptlib; print(sys.prefix); print(gptlib.__file__); "
+        "print(os.environ.get('GPTLIB_SMOKE'))"
+    )
     prefix, package, smoke = lab.run_in_new_kernel(code).splitlines()
     assert Path(prefix) == Path(sys.prefix), f"Lab's python3 kernel runs in {prefix}, not in {sys.prefix}"
     assert Path(package).resolve().parent == (REPO / "gptlib").resolve(), (

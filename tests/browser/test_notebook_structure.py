@@ -12,7 +12,8 @@ import pytest
 from lab_harness import notebook_names, notebooks_folder
 
 # A duration: "20 minutes", "about a minute", "1-2 hours", "a few minutes", "90 s", "1.5 h".
-_AMOUNT = r"(?:\d+(?:[.,]\d+)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|(?:a )?few|several)"
+_NUMBER_WORDS = "an?|one|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|(?:a )?few|several"
+_AMOUNT = rf"(?:\d+(?:[.,]\d+)?|{_NUMBER_WORDS})"
 DURATION = re.compile(
     rf"\b{_AMOUNT}(?:\s*(?:-|–|to)\s*{_AMOUNT})?\s*(?:seconds?|minutes?|hours?|mins?)\b"
     r"|\b\d+(?:[.,]\d+)?\s*(?:s|h)\b",
@@ -119,8 +120,8 @@ def test_notebook_ends_with_exercises_checked_in_a_cell(name):
     )
     unchecked = [s.splitlines()[0] for s in stubs if not calls_a_checker(s, checkers)]
     assert not unchecked, (
-        f"{name}: exercise cells that call no checker of gptlib.exercises (e.g. check_merge_step(merge_step)) in "
-        f"the same cell: {unchecked}"
+        f"{name}: exercise cells that call no checker of gptlib.exercises "
+        f"(e.g. check_merge_step(merge_step)) in the same cell: {unchecked}"
     )
 
 

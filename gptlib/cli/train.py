@@ -1,0 +1,83 @@
+"""`train start|config`: training runs, with a flag for every `TrainConfig` field.
+
+Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.train`.
+
+    train start --preset NAME --shards F --tokenizer F --out F [--FIELD VALUE ...]   train, or resume
+    train config --preset NAME [--FIELD VALUE ...]                                   the resolved config
+
+The flags are generated from the dataclass (`Config.add_arguments`): a field added to `TrainConfig` is a
+flag at once, its description the flag's help, its type and bounds checked as the dataclass checks them.
+The same parser serves `torchrun ... -m gptlib train start ...`, where every process parses its own copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gptlib.checkpoint import read_metrics
+from gptlib.display import save_plots
+from gptlib.train import TRAIN_PRESETS, TrainConfig, train
+
+from ._shared import Parser, UsageError, add_preset, signal_exit_code
+
+__all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
+
+RUN_FOLDERS = ("shards", "tokenizer", "out")  # what a run reads and where it writes: no preset can say
+_FOLDERS_HELP = "the shard folder and its tokenizer to train on, and the run folder to write"
+_ABOUT = "Train a GPT. Every TrainConfig field is a flag; the preset gives the values not set."
+
+
+def add_to(commands) -> None:
+    "The `train` command and its verbs, under the command line's `commands` (argparse subparsers)."
+    parser = commands.add_parser("train", help="train a GPT from a shard folder (flags from TrainConfig)")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    start = verbs.add_parser(
+        "start",
+        help="train, or resume the run in --out; `train start -h` lists every flag",
+        description=_ABOUT,
+    )
+    add_train_flags(start)
+    start.set_defaults(handler=start_command)
+    config = verbs.add_parser("config", help="print the resolved configuration as JSON, train nothing")
+    add_train_flags(config)
+    config.set_defaults(handler=config_command)
+
+
+def add_train_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    "`--preset NAME`, then a flag for every TrainConfig field (generated from the dataclass)."
+    add_preset(parser, TRAIN_PRESETS, "tiny", "training")
+    return TrainConfig.add_arguments(parser, show_defaults=False)
+
+
+def train_parser(prog: str = "python -m gptlib train start") -> argparse.ArgumentParser:
+    "The flags of `train start` as a parser of their own, for code and tests."
+    return add_train_flags(Parser(prog=prog, description=_ABOUT))
+
+
+def config_from_args(argv: list[str], prog: str = "python -m gptlib train start") -> TrainConfig:
+    "The TrainConfig of command-line flags; unknown flags and wrong types exit with a usage error."
+    return _config(train_parser(prog).parse_args(argv))
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig.from_args(args, preset=args.preset)
+
+
+def start_command(args: argparse.Namespace) -> int:
+    # Checked here rather than by argparse, which would report a missing flag before a misspelt one.
+    missing = [f"--{name}" for name in RUN_FOLDERS if not getattr(args, name)]
+    if missing:
+        raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
+    cfg = _config(args)
+    seen_here = []  # `train` hands its records to the callback in the main process only
+    history = train(cfg, callback=seen_here.append)
+    if seen_here:  # so under torchrun one process draws the curves
+        save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
+    return signal_exit_code(history[-1].get("stopped") if history else None)
+
+
+def config_command(args: argparse.Namespace) -> int:
+    print(json.dumps(_config(args).to_dict(), indent=1))
+    return 0
