@@ -23,7 +23,7 @@ Modules:
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
 - `gptlib.quality`: Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
 - `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
-- `gptlib.tensorboard`: TensorBoard event files of a run's scalars, written while it trains or afterwards from metrics.jsonl.
+- `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.train`: The training loop: the run's configuration and presets, one optimizer step (micro-batches under autocast, the loss scaler, clipping), validation in bits per byte over the held-out split, what a checkpoint must hold to resume bit for bit, the loop that ties them together (also under torchrun), and sampling from the trained model.
 - `gptlib.workers`: Worker processes: pools whose workers die with their parent, batches shared between helper processes and the caller, and the garbage collector paused while many small objects are made."""
 

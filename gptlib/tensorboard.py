@@ -1,6 +1,6 @@
-"""TensorBoard event files of a run's scalars, written while it trains or afterwards from metrics.jsonl.
+"""TensorBoard event files of a run's scalars.
 
-Hand-written plumbing, not generated from a notebook: `metrics.jsonl` stays the run's record; this module
+Written while a run trains, or afterwards from its metrics.jsonl. Hand-written plumbing, not generated from a notebook: `metrics.jsonl` stays the run's record; this module
 only translates its records for the tool many users already watch runs in. A `train` record becomes the
 scalars `train/loss`, `train/lr`, `train/grad_norm`, `train/tokens_per_s`, `train/mfu`, `train/loss_scale`;
 a `val` record `val/loss` (nats per token) and `val/bpb` (bits per byte), each at its step. It needs the
