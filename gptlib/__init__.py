@@ -4,7 +4,7 @@ Modules:
 
 - `gptlib.checkpoint`: A training run's folder: checkpoints that resume exactly, and the metrics log.
 - `gptlib.cli`: The command line, `python -m gptlib COMMAND ...`: hand-written plumbing that parses arguments and calls the library. Each command group lives in one `_add_*` function below.
-- `gptlib.config`: Configuration as dataclasses: one base for `GPTConfig`, `DataConfig` and `TrainConfig`, and the command-line flags generated from their fields.
+- `gptlib.config`: Configuration as dataclasses, and the command-line flags generated from their fields.
 - `gptlib.corpus`: Where the text comes from: the embedded Shakespeare corpus and local or hosted corpora.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
 - `gptlib.errors`: The errors a user can cause: the command line prints them as one `error: ...` line and exits 2.
@@ -17,6 +17,7 @@ Modules:
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
 - `gptlib.quality`: Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names of the training text rather than artefact (runs of blank lines, letters stuttering).
 - `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
+- `gptlib.shards`: The shard folder: its manifest, verification, reuse, the lock, work folders and publishing.
 - `gptlib.train`: The training loop: the run's configuration and presets, one optimizer step (micro-batches under autocast, the loss scaler, clipping), validation in bits per byte over the held-out split, what a checkpoint must hold to resume bit for bit, the loop that ties them together (also under torchrun), and sampling from the trained model.
 - `gptlib.workers`: Worker processes: pools whose workers die with their parent, batches shared between helper processes and the caller, and the garbage collector paused while many small objects are made."""
 

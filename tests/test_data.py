@@ -1,6 +1,7 @@
-"""Token shards (gptlib.data): round trips, the recorded permutation and split, DataTrove compatibility,
-interrupted preparation, and refusal of bad shards. nanoGPT/llm.c files: test_interop_bins.py; the data
-commands under faults (a full disk, a second writer, the user's files in the way): test_faults_data.py."""
+"""Token shards (gptlib.data) and their folder (gptlib.shards): round trips, the recorded permutation and
+split, DataTrove compatibility, interrupted preparation, reuse, and refusal of bad shards. nanoGPT/llm.c
+files: test_interop_bins.py; the data commands under faults (a full disk, a second writer, the user's files
+in the way): test_faults_data.py."""
 
 from __future__ import annotations
 
@@ -19,23 +20,20 @@ from hypothesis import strategies as st
 
 from gptlib.corpus import open_corpus
 from gptlib.data import (
-    MANIFEST_NAME,
-    PERMUTATION_NAME,
     DataConfig,
-    ShardError,
     TokenSplit,
     frame,
     metadata_text,
     open_split,
     plan_shards,
     prepare,
-    read_manifest,
     readable_count,
     shuffle_documents,
     split_documents,
     token_dtype,
     write_shard,
 )
+from gptlib.shards import MANIFEST_NAME, PERMUTATION_NAME, ShardError, preparation_key, read_manifest
 from gptlib.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -248,18 +246,20 @@ def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_co
     child = textwrap.dedent(f"""
         import os, signal
         import gptlib.data as data
-        calls = 0
-        original = data._copy_document
-        def copy_then_die(out, digest, tokens):
-            global calls
-            calls += ".ds." in os.path.basename(out.name)  # count the documents copied into shards
-            if calls == 5:  # mid-shard: some shards done, one half-written
-                out.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-            original(out, digest, tokens)
-        data._copy_document = copy_then_die
-        cfg = data.DataConfig(corpus={str(sources / "corpus")!r}, tokenizer={str(sources / "tokenizer")!r},
-                              out={str(out)!r}, seed=7, val_fraction=0.2, shard_tokens=3000, workers=1, chunk_chars=8000)
+        original, shards = data.write_shard, []
+        def write_then_die(folder, name, documents, *args, **kwargs):
+            def dying():  # the documents of the second shard: the process dies after writing one of them
+                for i, tokens in enumerate(documents):
+                    if len(shards) == 2 and i == 1:  # mid-shard: one shard done, one half-written
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    yield tokens
+            shards.append(name)
+            return original(folder, name, dying(), *args, **kwargs)
+        data.write_shard = write_then_die
+        cfg = data.DataConfig(
+            corpus={str(sources / "corpus")!r}, tokenizer={str(sources / "tokenizer")!r}, out={str(out)!r},
+            seed=7, val_fraction=0.2, shard_tokens=3000, workers=1, chunk_chars=8000,
+        )
         data.prepare(cfg, progress=False)
     """)
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from gptlib.data import DataConfig, ShardError, open_split, prepare
+from gptlib.data import DataConfig, open_split, prepare
+from gptlib.shards import ShardError
 from gptlib.interop import (
     EXPORT_RECORD,
     check_own_encoding,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gptlib.data import DataConfig, ShardError, open_split, prepare
+from gptlib.data import DataConfig, open_split, prepare
+from gptlib.shards import ShardError
 from gptlib.loader import (
     BatchLoader,
     WindowBatches,
