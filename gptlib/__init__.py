@@ -6,6 +6,7 @@ Modules:
 - `gptlib.cli`: The command line, `python -m gptlib COMMAND ...`: hand-written plumbing that parses arguments and calls the library. Each command group lives in one `_add_*` function below.
 - `gptlib.config`: Configuration as dataclasses, and the command-line flags generated from their fields.
 - `gptlib.corpus`: Where the text comes from: the embedded Shakespeare corpus and local or hosted corpora.
+- `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
 - `gptlib.errors`: The errors a user can cause: the command line prints them as one `error: ...` line and exits 2.
 - `gptlib.exercises`: The exercises' checkers: in each notebook the learner writes a core piece of GPT pretraining (a BPE merge step and encoding, a document read from a shard, a batch's x and y, one causal attention head, cross-entropy, top-k, an AdamW update, the learning-rate schedule, gradient accumulation, the loss scaler's rule, a training step), and its checker says whether it passes, what is wrong, or that it is not done yet.
