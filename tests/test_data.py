@@ -33,7 +33,7 @@ from gptlib.data import (
     token_dtype,
     write_shard,
 )
-from gptlib.shards import MANIFEST_NAME, PERMUTATION_NAME, ShardError, preparation_key, read_manifest
+from gptlib.shards import MANIFEST_NAME, PERMUTATION_NAME, ShardError, read_manifest
 from gptlib.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -199,9 +199,10 @@ def test_manifest_records_format_tokenizer_and_checksums(prepared, tok):
 def test_chunking_and_workers_do_not_change_the_shards(tmp_path, sources, prepared):
     _, reference = prepared
     other = prepare(config(sources, tmp_path / "other", chunk_chars=500, workers=2), progress=False)
-    digests = lambda m: [
-        f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]
-    ]
+
+    def digests(m):
+        return [f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]]
+
     assert digests(other) == digests(reference)
 
 
@@ -234,7 +235,10 @@ def test_an_edited_corpus_under_the_same_spec_is_prepared_again(tmp_path, source
         f.write("\nExit, pursued by a bear.\n")
     edited = prepare(cfg, progress=False)
     assert edited["key"] != first["key"] and edited["corpus"]["sha256"] != first["corpus"]["sha256"]
-    n_tokens = lambda m: sum(m["splits"][s]["n_tokens"] for s in ("train", "val"))  # noqa: E731
+
+    def n_tokens(m):
+        return sum(m["splits"][s]["n_tokens"] for s in ("train", "val"))
+
     assert n_tokens(edited) > n_tokens(first), "the shards hold the edited text"
     assert read_manifest(tmp_path / "out") == edited
 

@@ -239,7 +239,7 @@ def test_a_read_only_out_folder_ends_in_one_error_line_and_stays_empty(sources, 
 
 @pytest.fixture
 def disk_full_after(monkeypatch):
-    """`disk_full_after(n)`: the files gptlib writes take `n` more bytes, then every write fails with ENOSPC."""
+    """`disk_full_after(n)`: the files gptlib writes take `n` more bytes, then every write fails (ENOSPC)."""
     budget = [10**12]  # until the test sets it
 
     class FullDisk:
