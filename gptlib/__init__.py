@@ -9,7 +9,7 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
 - `gptlib.errors`: The errors a user can cause: the command line prints them as one `error: ...` line and exits 2.
-- `gptlib.exercises`: The exercises' checkers: in each notebook the learner writes a core piece of GPT pretraining (a BPE merge step and encoding, a document read from a shard, a batch's x and y, one causal attention head, cross-entropy, top-k, an AdamW update, the learning-rate schedule, gradient accumulation, the loss scaler's rule, a training step), and its checker says whether it passes, what is wrong, or that it is not done yet.
+- `gptlib.exercises`: The exercises' checkers: in each notebook the learner writes a core piece of GPT pretraining (a BPE merge step and encoding, one causal attention head, cross-entropy, top-k, an AdamW update, the learning-rate schedule, gradient accumulation, the loss scaler's rule, a training step), and its checker says whether it passes, what is wrong, or that it is not done yet.
 - `gptlib.files`: Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
