@@ -20,22 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from . import shards
 from .config import Config, ConfigError, checked_int, opt
 from .corpus import Corpus, Document, open_corpus
 from .files import atomic_open, atomic_write, new_sha256
-from gptlib.shards import (
-    SPLITS,
-    ShardError,
-    building,
-    check_made_by,
-    finished,
-    new_manifest,
-    preparation_key,
-    publish,
-    read_manifest,
-    shard_record,
-    verify_split,
-)
+from .shards import SPLITS, ShardError, read_manifest, verify_split
 from .tokenizer import Tokenizer
 
 # %% auto #0
@@ -180,7 +169,7 @@ def write_shard(
     # DataTrove reads the index as little-endian uint64, whatever the token size
     atomic_write(folder / f"{name}.ds.index", np.array(ends, dtype="<u8").tobytes())
     atomic_write(folder / f"{name}.ds.metadata", metadata_text(tok_name, dtype.itemsize, n_tokens).encode())
-    return shard_record(Path(root or folder), folder, name, dtype)
+    return shards.shard_record(Path(root or folder), folder, name, dtype)
 
 
 # %% ../notebooks/02_data.ipynb #32317d3b
@@ -312,7 +301,7 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
     tok = tokenizer if tokenizer is not None else Tokenizer.load(cfg.tokenizer)
     corpus, dtype = open_corpus(cfg.corpus), token_dtype(tok.n_vocab)
     # what the shards depend on: not chunk_chars or workers, which change how the work is done, not its result
-    key = preparation_key(
+    key = shards.preparation_key(
         {
             "corpus": cfg.corpus,
             "corpus_stamp": corpus.stamp(),
@@ -322,9 +311,9 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
             "shard_tokens": cfg.shard_tokens,
         }
     )
-    if (manifest := finished(cfg.out, key)) is not None:  # made from the same inputs, and intact
+    if (manifest := shards.finished(cfg.out, key)) is not None:  # made from the same inputs, and intact
         return manifest
-    with building(cfg.out, key) as work:  # the shard folder's lock held, a fresh work folder in it
+    with shards.building(cfg.out, key) as work:  # the shard folder's lock held, a fresh work folder in it
         # pass 1: the corpus read once, in its order, into one stream of framed documents
         lengths, corpus_summary = tokenize_stream(corpus, tok, dtype, work / "stream.tok", cfg, progress)
         # only now is N known (a streamed corpus need not say its length): draw the order, split it
@@ -335,7 +324,7 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
             work, work / "stream.tok", lengths, split_ids, tok, dtype, cfg.shard_tokens, progress
         )
         # what a reader checks (tokenizer, dtype, every file's size and sha256), and how it was made
-        manifest = new_manifest(
+        manifest = shards.new_manifest(
             work,
             order,
             splits,
@@ -355,7 +344,7 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
             },
             shard_tokens=cfg.shard_tokens,
         )
-        publish(work, cfg.out, manifest)  # the splits swapped in, the manifest written last
+        shards.publish(work, cfg.out, manifest)  # the splits swapped in, the manifest written last
     return manifest
 
 
@@ -442,6 +431,7 @@ def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) ->
         if not isinstance(tokenizer, (str, Tokenizer)):
             kind = type(tokenizer).__name__
             raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {kind}")
-        check_made_by(folder, manifest, tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint())
+        fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
+        shards.check_made_by(folder, manifest, fingerprint)
     verify_split(folder, manifest, split, checksums=checksums)  # every file of the split, as recorded
     return TokenSplit(folder, manifest, split)
