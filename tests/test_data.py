@@ -126,6 +126,8 @@ def test_readable_count_matches_datatrove_metadata_style():
     for n in (0, 7, 12, 123, 1_000, 5_000, 250_000, 1_234_567, 7 * 10**9):
         assert readable_count(n) == humanize.metric(n, unit="T")
     assert metadata_text("gptlib-bpe-ab", 2, 1_234_567) == "gptlib-bpe-ab|2\n1234567\n1.23 MT"
+    # the command line prints sizes in bytes with the same function
+    assert readable_count(5_057_198, "B") == "5.06 MB" and readable_count(999, "B") == "999 B"
 
 
 def test_config_rejects_bad_values(tmp_path):
