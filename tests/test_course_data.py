@@ -16,7 +16,13 @@ import gptlib.data
 from gptlib.files import atomic_write
 from gptlib.shards import shard_record
 
-PIECES = ["frame", "shuffle_documents", "split_documents", "plan_shards", "write_shard"]
+PIECES = [
+    "frame",
+    "shuffle_documents",
+    "split_documents",
+    "plan_shards",
+    "write_shard",
+]  # and TokenSplit, below
 
 
 def stub(*args, **kwargs):
@@ -277,3 +283,68 @@ def test_prepare_with_runs_gptlibs_preparation_on_the_pieces_it_is_given(tmp_pat
     )
     assert len(framed) == 4, "prepare framed every document with the frame it was given"
     assert theirs["splits"] == ours["splits"] and gptlib.data.frame is not counting_frame
+
+
+# --- reading a split back --------------------------------------------------------------------------------
+
+
+class ReadsLeftOfABoundary(gptlib.data.TokenSplit):
+    def read(self, start, stop):
+        s = min(int(np.searchsorted(self.starts, start, side="left")) - 1, len(self.paths) - 1)
+        s = max(s, 0)
+        end = int(self.starts[s + 1])
+        if stop <= end:
+            return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
+        return np.concatenate([self.read(start, end), self.read(end, stop)])
+
+
+class ReadsPastTheLastShard(gptlib.data.TokenSplit):
+    def read(self, start, stop):
+        s = int(np.searchsorted(self.starts, start, side="right")) - 1
+        end = int(self.starts[s + 1])
+        if stop <= end:
+            return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
+        return np.concatenate([self.read(start, end), self.read(end, stop)])
+
+
+class ReadsOneShardOnly(gptlib.data.TokenSplit):
+    def read(self, start, stop):
+        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)
+        end = min(stop, int(self.starts[s + 1]))
+        return self.shards[s][start - self.starts[s] : end - self.starts[s]]
+
+
+class ReadsACopy(gptlib.data.TokenSplit):
+    def read(self, start, stop):
+        return np.array(gptlib.data.TokenSplit.read(self, start, stop))
+
+
+class ReadsFromTheShardsStart(gptlib.data.TokenSplit):
+    def read(self, start, stop):
+        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)
+        end = int(self.starts[s + 1])
+        if stop <= end:
+            return self.shards[s][start:stop]  # split offsets used as offsets in the shard
+        return np.concatenate([self.read(start, end), self.read(end, stop)])
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (ReadsLeftOfABoundary, "a start equal to a shard's first offset belongs to that shard"),
+        (ReadsPastTheLastShard, "the empty range at the very end belongs to the last shard"),
+        (ReadsOneShardOnly, "a range across a shard boundary joins the parts of each shard"),
+        (ReadsACopy, "is a copy: within one shard return a slice of its map"),
+        (ReadsFromTheShardsStart, "at positions counted from self.starts[s] in its map"),
+    ],
+)
+def test_token_split_check_names_the_mistake(wrong, hint):
+    rejects("TokenSplit", wrong, hint)
+
+
+def test_the_token_split_stub_is_not_done():
+    class Stub(gptlib.data.TokenSplit):
+        def read(self, start, stop):
+            raise NotImplementedError("your code here")
+
+    assert run_check("TokenSplit", Stub).status == "not done"

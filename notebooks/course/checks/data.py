@@ -12,7 +12,10 @@ Hand-written tooling of the course, not part of the installed package. Each piec
   closed by the document that brings its shard to at least `shard_tokens` tokens, the rest a last shard;
 - `write_shard(folder, name, documents, dtype, tok_name, root=None) -> dict`: the three files of a DataTrove
   shard in `folder` (`name.ds` tokens, `name.ds.index` cumulative uint64 ends, `name.ds.metadata`), and the
-  record `gptlib.shards.shard_record` makes of them.
+  record `gptlib.shards.shard_record` makes of them;
+- `TokenSplit`: the class of `gptlib.data` whose method `read(start, stop)` the learner writes (the rest stays
+  the lesson's): the split's tokens `[start, stop)`, a view of one shard's map when the range lies in it, the
+  parts of several shards joined otherwise.
 
 Where they run later: in the lesson (and the learner's workbook) `prepare` is defined by an export cell, so it
 calls whatever `frame`, `shuffle_documents`, `split_documents`, `plan_shards` and `write_shard` the notebook
@@ -337,3 +340,75 @@ def write_shard(fn) -> str:
                 f"write_shard returned {record}, expected the record shard_record makes: keep its last line",
             )
     return "3 documents in uint16 and uint32: .ds, .ds.index and .ds.metadata byte for byte"
+
+
+# --- reading a split back -----------------------------------------------------------------------------------
+
+
+def _split_of(folder: Path, sizes: tuple[int, ...]):
+    """The manifest of a split of shards of `sizes` tokens written in `folder` (every token distinct), and the
+    split's tokens as one array."""
+    from gptlib.data import write_shard as reference
+
+    tokens = (np.arange(sum(sizes)) * 3 + 10).astype(np.uint16)
+    records, at = [], 0
+    for i, size in enumerate(sizes):
+        shard = [tokens[at : at + size]]
+        records.append(reference(folder / "train", f"train_{i:05d}", shard, np.uint16, "check", root=folder))
+        at += size
+    return {"tokens": {"dtype": "uint16"}, "splits": {"train": {"shards": records}}}, tokens
+
+
+@exercise("02_data", reference="gptlib.data:TokenSplit", minutes=10)
+def TokenSplit(cls) -> str:
+    with tempfile.TemporaryDirectory(prefix="gptlib-check-") as tmp:
+        manifest, tokens = _split_of(Path(tmp), (10, 4, 7))  # shards start at 0, 10 and 14; 21 tokens
+        split = cls(Path(tmp), manifest, "train")
+        ranges = {
+            "within shard 0": (2, 8),
+            "a whole shard": (10, 14),
+            "starting exactly at shard 1's first token": (10, 12),
+            "across one boundary": (7, 12),
+            "across two boundaries": (8, 17),
+            "the whole split": (0, 21),
+            "the empty range at the very end": (21, 21),
+            "an empty range inside": (5, 5),
+        }
+        for what, (start, stop) in ranges.items():
+            call = f"read({start}, {stop}) ({what}; shards start at 0, 10, 14 of 21 tokens)"
+            try:
+                got = split.read(start, stop)
+            except NotImplementedError:
+                raise
+            except RecursionError:
+                raise AssertionError(
+                    f"{call} recursed forever: a start equal to a shard's first offset belongs to that "
+                    'shard, np.searchsorted(self.starts, start, side="right") - 1'
+                ) from None
+            except IndexError as e:
+                raise AssertionError(
+                    f"{call} raised IndexError ({e}): the empty range at the very end belongs to the last "
+                    "shard (min(..., len(self.paths) - 1))"
+                ) from None
+            want = tokens[start:stop]
+            _expect(isinstance(got, np.ndarray), f"{call} returned a {type(got).__name__}: return an array")
+            if got.tolist() != want.tolist():
+                crosses = what.startswith("across") or what == "the whole split"
+                _expect(
+                    not (crosses and 0 < len(got) < len(want) and got.tolist() == want[: len(got)].tolist()),
+                    f"{call} gave {len(got)} of the {len(want)} tokens: a range across a shard boundary "
+                    "joins the parts of each shard it covers (np.concatenate)",
+                )
+                _expect(
+                    False,
+                    f"{call} gave {got.tolist()}, expected {want.tolist()}: shard s holds the split's tokens "
+                    "self.starts[s] to self.starts[s + 1] - 1, at positions counted from self.starts[s] in "
+                    "its map",
+                )
+            if what == "within shard 0":
+                _expect(
+                    np.shares_memory(got, split.shards[0]),
+                    f"{call} is a copy: within one shard return a slice of its map, a view (the loader reads "
+                    "every window of every epoch this way; a copy each time would copy the corpus)",
+                )
+    return "ranges within a shard (views), across one and two boundaries, and the empty ones"
