@@ -16,10 +16,10 @@ Modules:
 - `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
 - `gptlib.optim`: The optimizer side of training: AdamW parameter groups (decay on matrices only), a warmup-cosine learning rate, gradient clipping, gradient accumulation, mixed precision (bf16 or fp16 autocast, a dynamic loss scaler, the choice made by measurement on a CPU), and model FLOPs utilization against a datasheet or measured peak.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
-- `gptlib.prefetch`: Batches made ahead of the training step: torch DataLoader workers, and the copy to the device.
+- `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.
 - `gptlib.quality`: Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names of the training text rather than artefact (runs of blank lines, letters stuttering).
 - `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
-- `gptlib.shards`: The shard folder: its manifest, verification, reuse, the lock, work folders and publishing.
+- `gptlib.shards`: The shard folder: manifest, verification, reuse, the lock, work folders, publishing.
 - `gptlib.train`: The training loop: the run's configuration and presets, one optimizer step (micro-batches under autocast, the loss scaler, clipping), validation in bits per byte over the held-out split, what a checkpoint must hold to resume bit for bit, the loop that ties them together (also under torchrun), and sampling from the trained model.
 - `gptlib.workers`: Worker processes: pools whose workers die with their parent, batches shared between helper processes and the caller, and the garbage collector paused while many small objects are made."""
 

@@ -1,4 +1,4 @@
-"""Batches made ahead of the training step: torch DataLoader workers, and the copy to the device.
+"""Batches made ahead in torch DataLoader workers, and their copy to the device.
 
 Hand-written plumbing, not generated from a notebook. Notebook 03 (`gptlib.loader`) teaches what a batch is:
 batch `k` of a run is a pure function of the seed and `k`, so any process can make any batch and the

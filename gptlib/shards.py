@@ -1,4 +1,4 @@
-"""The shard folder: its manifest, verification, reuse, the lock, work folders and publishing.
+"""The shard folder: manifest, verification, reuse, the lock, work folders, publishing.
 
 Hand-written plumbing, not generated from a notebook. Notebook 02 (`gptlib.data`) teaches the idea: documents
 framed, shuffled, split and written as DataTrove shards, in two passes. This module keeps the folder they live
