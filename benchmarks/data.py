@@ -23,22 +23,19 @@ Writes the `data` section of benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from _results import machine_line, write_section  # benchmarks/, the script's own folder, is on sys.path
 from torch.utils.data import DataLoader
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import machine_line, write_section  # noqa: E402
-
-from gptlib.corpus import open_corpus  # noqa: E402
-from gptlib.data import DataConfig, frame, prepare, token_dtype  # noqa: E402
-from gptlib.loader import BatchLoader  # noqa: E402
-from gptlib.tokenizer import Tokenizer  # noqa: E402
+from gptlib.corpus import open_corpus
+from gptlib.data import DataConfig, frame, prepare, token_dtype
+from gptlib.loader import BatchLoader
+from gptlib.tokenizer import Tokenizer
 
 VOCAB = 4096
 REPEATS = 3
@@ -249,24 +246,27 @@ def main() -> None:
     inside = {w: seconds[f"outside{w}"] / seconds[f"bare{w}"] for w in (1, 2)}
     markdown = f"""## Data preparation and loader (`benchmarks/data.py`)
 
-{machine_line()} The machine was shared with other jobs while this ran: treat differences under ~20 % as noise.
+{machine_line()} The machine was shared with other jobs while this ran: treat differences under ~20 % as
+noise.
 
-**Preparation** of the embedded corpus end to end (42 documents, {seconds["megabytes"]:.2f} MB, a {VOCAB:,d}-id
-tokenizer; best of {REPEATS}): framing, shuffling, splitting, writing `.ds`/`.ds.index`/`.ds.metadata` with
-sha256 checksums and the manifest. "× prepare(1)" is time relative to gptlib with 1 worker.
+**Preparation** of the embedded corpus end to end (42 documents, {seconds["megabytes"]:.2f} MB, a
+{VOCAB:,d}-id tokenizer; best of {REPEATS}): framing, shuffling, splitting, writing `.ds`/`.ds.index`/
+`.ds.metadata` with sha256 checksums and the manifest. "× prepare(1)" is time relative to gptlib with 1
+worker.
 
 {table(("pipeline", "seconds", "MB/s", "× prepare(1)"), prep_rows)}
 
 Overhead of gptlib's pipeline over the bare tokenizer fast path on the same text, end to end (best times):
 **{overhead[1]:+.0%}** with 1 worker, **{overhead[2]:+.0%}** with 2 (target: under 30 %). Measured inside
-`prepare`, the wall time not covered by the tokenizer's own `encode_batch` calls (reading the corpus, framing,
-the stream files, the shuffled copy, sha256, fsync, the manifest; the tokenizer runs one chunk ahead in a
-background thread, so part of this work is hidden behind it) is {seconds["outside1"]:.3f} s,
-**{inside[1]:.0%}** of the bare tokenization time with 1 worker ({seconds["outside2"]:.3f} s, {inside[2]:.0%}
-with 2): on this shared machine the end-to-end figure moves more with the machine's load than with the pipeline.
+`prepare`, the wall time not covered by the tokenizer's own `encode_batch` calls (reading the corpus,
+framing, the stream files, the shuffled copy, sha256, fsync, the manifest; the tokenizer runs one chunk ahead
+in a background thread, so part of this work is hidden behind it) is {seconds["outside1"]:.3f} s,
+**{inside[1]:.0%}** of the bare tokenization time with 1 worker ({seconds["outside2"]:.3f} s,
+{inside[2]:.0%} with 2): on this shared machine the end-to-end figure moves more with the machine's load than
+with the pipeline.
 
-**Loader**: batches per second of 8 × 513 tokens from the prepared train split (2 s each). "gptlib(0) ×" is how
-many times faster gptlib's in-process loader is.
+**Loader**: batches per second of 8 × 513 tokens from the prepared train split (2 s each). "gptlib(0) ×" is
+how many times faster gptlib's in-process loader is.
 
 {table(("loader", "batches/s", "gptlib(0) ×"), loader_rows)}
 

@@ -1,7 +1,7 @@
 """The exercises' checkers: in each notebook the learner writes a core piece of GPT pretraining (a BPE merge
-step and encoding, a document read from a shard, a batch's x and y, one causal attention head, cross-entropy,
-top-k, an AdamW update, the learning-rate schedule, gradient accumulation, the loss scaler's rule, a training
-step), and its checker says whether it passes, what is wrong, or that it is not done yet.
+step and encoding, one causal attention head, cross-entropy, top-k, an AdamW update, the learning-rate
+schedule, gradient accumulation, the loss scaler's rule, a training step), and its checker says whether it
+passes, what is wrong, or that it is not done yet.
 
 Hand-written plumbing, not generated from a notebook: it stands on top of gptlib, like `cli`, and a checker
 imports the modules it compares against only when it is called, so notebook 01 does not pay for torch.
@@ -257,117 +257,6 @@ def check_encode_with_merges(encode_with_merges) -> bool:
         return f"7 hand-made cases, and {len(_WORDS)} words encoded as Tokenizer.encode does"
 
     return _check("encode_with_merges", "bpe", body)
-
-
-# ------------------------------------------------------------------------------------------------------
-# 02 · token shards
-
-_BOS, _EOS = 510, 511
-
-
-def _framed_documents():
-    "Four framed documents, every token distinct, concatenated as in a `.ds` file, and their `.ds.index` ends."
-    import numpy as np
-
-    docs = [
-        [_BOS, 11, 12, _EOS],
-        [_BOS, 21, 22, 23, 24, 25, _EOS],
-        [_BOS, 31, _EOS],
-        [_BOS, 41, 42, 43, 44, _EOS],
-    ]
-    tokens = np.array([t for doc in docs for t in doc], dtype=np.uint16)
-    ends = np.cumsum([len(doc) for doc in docs]).astype(np.uint64)
-    return docs, tokens, ends
-
-
-def check_read_document(read_document) -> bool:
-    """`read_document(tokens, ends, i)`: document `i` (0-based) of the concatenated `tokens`, where `ends`
-    holds the cumulative document ends of a `.ds.index` file: `[len(d0), len(d0) + len(d1), ...]`."""
-    import numpy as np
-
-    def body():
-        docs, tokens, ends = _framed_documents()
-        for i in (1, 3, 0, 2):
-            got = [int(t) for t in np.asarray(read_document(tokens, ends, i)).reshape(-1)]
-            want = docs[i]
-            if got == want:
-                continue
-            where = f"read_document(tokens, ends={ends.tolist()}, i={i}) gave {got}, expected {want}"
-            if i == 0:
-                _fail(
-                    f"{where}: document 0 starts at offset 0 (there is no end before it; in Python ends[-1] "
-                    "is the last end)"
-                )
-            if i + 1 < len(docs) and got == docs[i + 1]:
-                _fail(
-                    f"{where}, which is document {i + 1}: ends[i] is where document i ends, so it starts at "
-                    "ends[i - 1]"
-                )
-            start, end = int(ends[i - 1]), int(ends[i])
-            if got in (
-                tokens[start + 1 : end + 1].tolist(),
-                tokens[start - 1 : end - 1].tolist(),
-                tokens[start : end + 1].tolist(),
-                tokens[start : end - 1].tolist(),
-            ):
-                _fail(
-                    f"{where}: off by one; document i is tokens[ends[i - 1] : ends[i]] (the end is "
-                    "exclusive), <|bos|> first and <|eos|> last"
-                )
-            _fail(f"{where}: document i is tokens[ends[i - 1] : ends[i]], and document 0 starts at 0")
-        return "the first, middle and last documents of four"
-
-    return _check("read_document", "data", body)
-
-
-# ------------------------------------------------------------------------------------------------------
-# 03 · the batch loader
-
-
-def check_windows_to_xy(windows_to_xy) -> bool:
-    """`windows_to_xy(tokens, starts, T) -> (x, y)`: for a 1-D uint16 token array and B window starts, the
-    inputs x (B, T) and the targets y (B, T), one token ahead, as int64 torch tensors."""
-    import numpy as np
-    import torch
-
-    def body():
-        tokens = np.arange(100, 140, dtype=np.uint16)  # 40 distinct tokens, so any shift shows
-        starts, T = np.array([0, 9, 31], dtype=np.int64), 8  # the last window ends at the last token
-        x, y = windows_to_xy(tokens, starts, T)
-        want_x = torch.tensor(np.stack([tokens[s : s + T] for s in starts]).astype(np.int64))
-        want_y = torch.tensor(np.stack([tokens[s + 1 : s + T + 1] for s in starts]).astype(np.int64))
-        for name, got in (("x", x), ("y", y)):
-            _expect(
-                isinstance(got, torch.Tensor),
-                f"{name} is a {type(got).__name__}: return torch tensors (torch.from_numpy or torch.tensor)",
-            )
-            _expect(
-                tuple(got.shape) != (len(starts), T + 1),
-                f"{name} has shape {tuple(got.shape)}: x and y are "
-                "(B, T); a window is T + 1 tokens, x its first T and y its last T",
-            )
-            _expect(
-                tuple(got.shape) == (len(starts), T),
-                f"{name} has shape {tuple(got.shape)}, expected (B, T) = {(len(starts), T)}",
-            )
-            _expect(
-                got.dtype == torch.int64,
-                f"{name} is {got.dtype}: token ids go to nn.Embedding and "
-                "cross_entropy as int64 (torch.long); uint16 is only how they are stored on disk",
-            )
-        _expect(torch.equal(x, want_x), f"x = {x.tolist()}: row b of x is tokens[starts[b] : starts[b] + T]")
-        _expect(
-            not torch.equal(y, x),
-            "y equals x: y holds the next token of each input, tokens[starts[b] + 1 : starts[b] + T + 1]",
-        )
-        _expect(
-            torch.equal(y, want_y),
-            f"y = {y.tolist()}: y is x shifted one token ahead, "
-            "y[b] = tokens[starts[b] + 1 : starts[b] + T + 1]",
-        )
-        return "3 windows of 8, the last ending at the last token"
-
-    return _check("windows_to_xy", "loader", body)
 
 
 # ------------------------------------------------------------------------------------------------------

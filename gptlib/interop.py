@@ -21,21 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import (
-    SPLITS,
-    ShardError,
-    new_manifest,
-    plan_shards,
-    publish,
-    read_manifest,
-    refuse_strangers,
-    token_dtype,
-    tokenizer_name,
-    verify_split,
-    write_shard,
-)
+from .data import plan_shards, token_dtype, tokenizer_name, write_shard
 from .files import (
-    FolderLock,
     atomic_open,
     atomic_write,
     new_sha256,
@@ -45,6 +32,7 @@ from .files import (
     temporary_name,
     write_json,
 )
+from .shards import SPLITS, ShardError, building, new_manifest, publish, read_manifest, verify_split
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -236,11 +224,11 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
     folder, out = Path(folder), Path(out)
     manifest = read_manifest(folder)
     if manifest["tokens"]["dtype"] != "uint16":
-        raise ValueError(
+        raise ShardError(
             f"{fmt} stores uint16 tokens; the shards in {folder} are {manifest['tokens']['dtype']}"
         )
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is not a folder")
+        raise ShardError(f"{out} exists and is not a folder")
     record = _export_record(out)
     for name in names.values():
         target, entry = out / name, record.get(name, {})
@@ -249,7 +237,7 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
             and entry.get("bytes") == target.stat().st_size
             and entry.get("sha256") == sha256_file(target)
         ):
-            raise ValueError(
+            raise ShardError(
                 f"{target} exists and gptlib did not export it: move it away or choose another folder"
             )
     out.mkdir(parents=True, exist_ok=True)
@@ -347,9 +335,9 @@ def check_own_encoding(
 ) -> None:
     """Refuse token ids that `tokenizer` did not produce. BPE's output is a fixed point of decode-then-encode:
     decoding a document and encoding its text again gives the same ids back. Another tokenizer's ids almost
-    never do (their bytes differ, so the text differs, so the merges differ). `samples` documents spread over
-    the file are checked; one longer than `max_tokens` is cut there, and its last tenth, where the cut can
-    change the tokens, is not compared."""
+    never do (their bytes differ, so the text differs, so the merges differ). `samples` documents spread
+    over the file are checked; one longer than `max_tokens` is cut there, and its last tenth, where the cut
+    can change the tokens, is not compared."""
     starts = np.concatenate([[0], ends[:-1]])
     for d in np.unique(np.linspace(0, len(ends) - 1, samples).round().astype(int)).tolist():
         ids = tokens[starts[d] : min(ends[d], starts[d] + max_tokens)].tolist()
@@ -385,14 +373,15 @@ def import_bins(
     train_bin, val_bin, out, tokenizer, *, fmt: str = "nanogpt", shard_tokens: int = 50_000_000
 ) -> dict:
     """Turn nanoGPT (`fmt="nanogpt"`) or llm.c (`fmt="llmc"`) train/val files made with `tokenizer` into a
-    shard folder at `out`; returns its manifest. Both files are checked before anything is written."""
+    shard folder at `out`; returns its manifest. Both files are checked before anything is written, and the
+    folder is built and published by the shard folder's rules (`gptlib.shards`)."""
     readers = {"nanogpt": read_nanogpt_bin, "llmc": read_llmc_bin}
     if fmt not in readers:
         raise ValueError(f"fmt must be one of {sorted(readers)}, got {fmt!r}")
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
     dtype, out = token_dtype(tok.n_vocab), Path(out)
     if dtype != np.uint16:
-        raise ValueError(f"{fmt} files hold uint16 tokens; a tokenizer of {tok.n_vocab} ids needs uint32")
+        raise ShardError(f"{fmt} files hold uint16 tokens; a tokenizer of {tok.n_vocab} ids needs uint32")
     sources, found = {"train": Path(train_bin), "val": Path(val_bin)}, {}
     for split, source in sources.items():
         tokens = readers[fmt](source)
@@ -402,10 +391,7 @@ def import_bins(
             )
         found[split] = tokens, document_ends(tokens, tok.eos_id)
         _check_made_by(source, *found[split], tok)
-    refuse_strangers(out)
-    with FolderLock(out, "shard folder"):
-        work = out / ".work-import"
-        shutil.rmtree(work, ignore_errors=True)  # an earlier import's leftovers (this process holds the lock)
+    with building(out, None) as work:  # refuses strangers, holds the lock: `.work-import`
         splits = {}
         for split, (tokens, ends) in found.items():
             starts, records = np.concatenate([[0], ends[:-1]]), []
@@ -422,9 +408,11 @@ def import_bins(
         n_documents = sum(entry["n_documents"] for entry in splits.values())
         manifest = new_manifest(
             work,
-            tok,
             np.arange(n_documents, dtype=np.int64),
             splits,
+            tokenizer=tok,
+            name=tokenizer_name(tok),
+            dtype=dtype,
             framing="as imported; documents end after eos",
             key=None,
             corpus={"spec": f"{fmt}: {sources['train']}, {sources['val']}", "n_documents": n_documents},

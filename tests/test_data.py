@@ -1,6 +1,7 @@
-"""Token shards (gptlib.data): round trips, the recorded permutation and split, DataTrove compatibility,
-interrupted preparation, and refusal of bad shards. nanoGPT/llm.c files: test_interop_bins.py; the data
-commands under faults (a full disk, a second writer, the user's files in the way): test_faults_data.py."""
+"""Token shards (gptlib.data) and their folder (gptlib.shards): round trips, the recorded permutation and
+split, DataTrove compatibility, interrupted preparation, reuse, and refusal of bad shards. nanoGPT/llm.c
+files: test_interop_bins.py; the data commands under faults (a full disk, a second writer, the user's files
+in the way): test_faults_data.py."""
 
 from __future__ import annotations
 
@@ -19,23 +20,20 @@ from hypothesis import strategies as st
 
 from gptlib.corpus import open_corpus
 from gptlib.data import (
-    MANIFEST_NAME,
-    PERMUTATION_NAME,
     DataConfig,
-    ShardError,
     TokenSplit,
     frame,
     metadata_text,
     open_split,
     plan_shards,
     prepare,
-    read_manifest,
     readable_count,
     shuffle_documents,
     split_documents,
     token_dtype,
     write_shard,
 )
+from gptlib.shards import MANIFEST_NAME, PERMUTATION_NAME, ShardError, read_manifest
 from gptlib.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,6 +126,8 @@ def test_readable_count_matches_datatrove_metadata_style():
     for n in (0, 7, 12, 123, 1_000, 5_000, 250_000, 1_234_567, 7 * 10**9):
         assert readable_count(n) == humanize.metric(n, unit="T")
     assert metadata_text("gptlib-bpe-ab", 2, 1_234_567) == "gptlib-bpe-ab|2\n1234567\n1.23 MT"
+    # the command line prints sizes in bytes with the same function
+    assert readable_count(5_057_198, "B") == "5.06 MB" and readable_count(999, "B") == "999 B"
 
 
 def test_config_rejects_bad_values(tmp_path):
@@ -201,9 +201,10 @@ def test_manifest_records_format_tokenizer_and_checksums(prepared, tok):
 def test_chunking_and_workers_do_not_change_the_shards(tmp_path, sources, prepared):
     _, reference = prepared
     other = prepare(config(sources, tmp_path / "other", chunk_chars=500, workers=2), progress=False)
-    digests = lambda m: [
-        f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]
-    ]
+
+    def digests(m):
+        return [f["sha256"] for s in ("train", "val") for sh in m["splits"][s]["shards"] for f in sh["files"]]
+
     assert digests(other) == digests(reference)
 
 
@@ -236,7 +237,10 @@ def test_an_edited_corpus_under_the_same_spec_is_prepared_again(tmp_path, source
         f.write("\nExit, pursued by a bear.\n")
     edited = prepare(cfg, progress=False)
     assert edited["key"] != first["key"] and edited["corpus"]["sha256"] != first["corpus"]["sha256"]
-    n_tokens = lambda m: sum(m["splits"][s]["n_tokens"] for s in ("train", "val"))  # noqa: E731
+
+    def n_tokens(m):
+        return sum(m["splits"][s]["n_tokens"] for s in ("train", "val"))
+
     assert n_tokens(edited) > n_tokens(first), "the shards hold the edited text"
     assert read_manifest(tmp_path / "out") == edited
 
@@ -248,18 +252,20 @@ def test_an_interrupted_preparation_leaves_nothing_that_validates_and_a_rerun_co
     child = textwrap.dedent(f"""
         import os, signal
         import gptlib.data as data
-        calls = 0
-        original = data._copy_document
-        def copy_then_die(out, digest, tokens):
-            global calls
-            calls += ".ds." in os.path.basename(out.name)  # count the documents copied into shards
-            if calls == 5:  # mid-shard: some shards done, one half-written
-                out.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-            original(out, digest, tokens)
-        data._copy_document = copy_then_die
-        cfg = data.DataConfig(corpus={str(sources / "corpus")!r}, tokenizer={str(sources / "tokenizer")!r},
-                              out={str(out)!r}, seed=7, val_fraction=0.2, shard_tokens=3000, workers=1, chunk_chars=8000)
+        original, shards = data.write_shard, []
+        def write_then_die(folder, name, documents, *args, **kwargs):
+            def dying():  # the documents of the second shard: the process dies after writing one of them
+                for i, tokens in enumerate(documents):
+                    if len(shards) == 2 and i == 1:  # mid-shard: one shard done, one half-written
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    yield tokens
+            shards.append(name)
+            return original(folder, name, dying(), *args, **kwargs)
+        data.write_shard = write_then_die
+        cfg = data.DataConfig(
+            corpus={str(sources / "corpus")!r}, tokenizer={str(sources / "tokenizer")!r}, out={str(out)!r},
+            seed=7, val_fraction=0.2, shard_tokens=3000, workers=1, chunk_chars=8000,
+        )
         data.prepare(cfg, progress=False)
     """)
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)

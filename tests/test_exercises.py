@@ -11,7 +11,6 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -24,8 +23,6 @@ SOLUTIONS = ROOT / "notebooks" / "solutions"
 EXERCISES = [
     ("merge_step", "bpe"),
     ("encode_with_merges", "bpe"),
-    ("read_document", "data"),
-    ("windows_to_xy", "loader"),
     ("causal_head", "model"),
     ("cross_entropy", "model"),
     ("keep_top_k", "model"),
@@ -87,7 +84,7 @@ def test_a_not_implemented_error_that_is_not_the_stub_propagates():
         raise NotImplementedError("uint16 is not supported by this op")
 
     with pytest.raises(NotImplementedError, match="uint16"):
-        exercises.check_windows_to_xy(half_done)
+        exercises.check_training_step(half_done)
 
 
 def test_checkers_leave_torch_threads_as_they_found_them():
@@ -249,74 +246,6 @@ def encode_without_a_stop(data, merges):
 )
 def test_encode_with_merges_checker_names_the_mistake(wrong, hint):
     rejects("encode_with_merges", wrong, hint)
-
-
-# ------------------------------------------------------------------------------------------------------
-# 02 · shards
-
-
-def read_the_next_document(tokens, ends, i):
-    return tokens[int(ends[i]) : int(ends[i + 1])]
-
-
-def read_one_token_late(tokens, ends, i):
-    start = 0 if i == 0 else int(ends[i - 1])
-    return tokens[start + 1 : int(ends[i]) + 1]
-
-
-def read_with_ends_minus_one(tokens, ends, i):
-    return tokens[int(ends[i - 1]) : int(ends[i])]  # i = 0 reads from the last end
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (read_the_next_document, "which is document 2: ends[i] is where document i ends"),
-        (read_one_token_late, "off by one; document i is tokens[ends[i - 1] : ends[i]]"),
-        (read_with_ends_minus_one, "document 0 starts at offset 0"),
-    ],
-)
-def test_read_document_checker_names_the_mistake(wrong, hint):
-    rejects("read_document", wrong, hint)
-
-
-# ------------------------------------------------------------------------------------------------------
-# 03 · loader
-
-
-def xy_as_stored(tokens, starts, T):
-    x = torch.from_numpy(np.stack([tokens[s : s + T] for s in starts]).astype(np.int32))
-    y = torch.from_numpy(np.stack([tokens[s + 1 : s + T + 1] for s in starts]).astype(np.int32))
-    return x, y
-
-
-def xy_whole_windows(tokens, starts, T):
-    windows = torch.from_numpy(np.stack([tokens[s : s + T + 1] for s in starts]).astype(np.int64))
-    return windows, windows
-
-
-def xy_targets_not_shifted(tokens, starts, T):
-    x = torch.from_numpy(np.stack([tokens[s : s + T] for s in starts]).astype(np.int64))
-    return x, x.clone()
-
-
-def xy_swapped(tokens, starts, T):
-    x = torch.from_numpy(np.stack([tokens[s : s + T] for s in starts]).astype(np.int64))
-    y = torch.from_numpy(np.stack([tokens[s + 1 : s + T + 1] for s in starts]).astype(np.int64))
-    return y, x
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (xy_as_stored, "x is torch.int32: token ids go to nn.Embedding and cross_entropy as int64"),
-        (xy_whole_windows, "a window is T + 1 tokens, x its first T and y its last T"),
-        (xy_targets_not_shifted, "y equals x: y holds the next token of each input"),
-        (xy_swapped, "row b of x is tokens[starts[b] : starts[b] + T]"),
-    ],
-)
-def test_windows_to_xy_checker_names_the_mistake(wrong, hint):
-    rejects("windows_to_xy", wrong, hint)
 
 
 # ------------------------------------------------------------------------------------------------------

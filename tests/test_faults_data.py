@@ -20,7 +20,8 @@ import pytest
 
 import gptlib.files
 from gptlib.cli import main
-from gptlib.data import MANIFEST_NAME, ShardError, open_split, read_manifest
+from gptlib.data import open_split
+from gptlib.shards import MANIFEST_NAME, ShardError, read_manifest
 from gptlib.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,7 +239,7 @@ def test_a_read_only_out_folder_ends_in_one_error_line_and_stays_empty(sources, 
 
 @pytest.fixture
 def disk_full_after(monkeypatch):
-    """`disk_full_after(n)`: the files gptlib writes take `n` more bytes, then every write fails with ENOSPC."""
+    """`disk_full_after(n)`: the files gptlib writes take `n` more bytes, then every write fails (ENOSPC)."""
     budget = [10**12]  # until the test sets it
 
     class FullDisk:
@@ -422,10 +423,10 @@ def test_a_kill_while_publishing_leaves_no_dataset_and_the_rerun_completes(sourc
     assert run_cli(capsys, prepare_argv(sources, out))[0] == 0
     child = textwrap.dedent(f"""
         import os, signal
-        import gptlib.data as data
+        import gptlib.shards as shards
         def die(*args, **kwargs):  # the new splits are in place, the new manifest not yet written
             os.kill(os.getpid(), signal.SIGKILL)
-        data.write_json = die
+        shards.write_json = die
         from gptlib.cli import main
         main({[str(a) for a in prepare_argv(sources, out, "--seed", "8")]!r})
     """)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gptlib.data import DataConfig, ShardError, open_split, prepare
+from gptlib.data import DataConfig, open_split, prepare
 from gptlib.interop import (
     EXPORT_RECORD,
     check_own_encoding,
@@ -19,6 +19,7 @@ from gptlib.interop import (
     read_llmc_bin,
     read_nanogpt_bin,
 )
+from gptlib.shards import ShardError
 from gptlib.tokenizer import Tokenizer
 
 

