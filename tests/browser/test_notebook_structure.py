@@ -1,10 +1,9 @@
 """Every notebook opens by telling the learner what they will build and how long it takes on a laptop
-CPU, and ends with exercises where the learner writes code: stubs, each checked by a checker of
-gptlib.exercises in the same cell. Read from the notebook JSON; no kernel."""
+CPU; each exercise (a solution region, a stub in the workbook) is checked by the cell after it; each
+exported cell follows prose. Read from the notebook JSON; no kernel."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 
@@ -20,7 +19,6 @@ DURATION = re.compile(
     re.I,
 )
 BUILD_WORDS = re.compile(r"\b(?:build|builds|built|you will|you'll|we will|we'll|write|train)\b", re.I)
-EXERCISES = re.compile(r"^#+\s.*\bexercises?\b", re.I | re.M)
 
 
 def load(name: str) -> list[dict]:
@@ -37,52 +35,6 @@ def opening_text(cells: list[dict]) -> str:
         if cell["type"] == "markdown":
             text.append(cell["source"])
     return "\n".join(text)
-
-
-def _parse(source: str) -> ast.Module | None:
-    "A cell's code with the Jupyter magics and shell lines left out, or None when it does not parse."
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        return ast.parse(code)
-    except SyntaxError:
-        return None
-
-
-def imported_checkers(cells: list[dict]) -> set[str]:
-    "The names the notebook imports from gptlib.exercises, in any code cell."
-    names = set()
-    for cell in cells:
-        tree = _parse(cell["source"]) if cell["type"] == "code" else None
-        for node in ast.walk(tree) if tree else ():
-            if isinstance(node, ast.ImportFrom) and node.module == "gptlib.exercises":
-                names |= {alias.asname or alias.name for alias in node.names}
-    return names
-
-
-def is_stub(source: str) -> bool:
-    "Whether the cell raises NotImplementedError: an exercise the learner fills in."
-    tree = _parse(source)
-    return tree is not None and any(
-        isinstance(node, ast.Raise)
-        and node.exc is not None
-        and "NotImplementedError" in {getattr(n, "id", None) for n in ast.walk(node.exc)}
-        for node in ast.walk(tree)
-    )
-
-
-def calls_a_checker(source: str, checkers: set[str]) -> bool:
-    "Whether the cell calls a checker of gptlib.exercises (imported by name, or as exercises.check_...)."
-    tree = _parse(source)
-    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)] if tree else []
-    return any(
-        (isinstance(f, ast.Name) and f.id in checkers)
-        or (
-            isinstance(f, ast.Attribute)
-            and f.attr.startswith("check_")
-            and ast.unparse(f.value).endswith("exercises")
-        )
-        for f in calls
-    )
 
 
 NAMES = notebook_names()
@@ -102,27 +54,23 @@ def test_notebook_opens_with_what_is_built_and_the_time_on_a_cpu(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_ends_with_exercises_checked_in_a_cell(name):
-    cells = load(name)
-    headings = [i for i, c in enumerate(cells) if c["type"] == "markdown" and EXERCISES.search(c["source"])]
-    assert headings, f"{name}: no '## Exercises' heading"
-    start = headings[-1]
-    later_headings = [
-        c["source"]
-        for c in cells[start + 1 :]
-        if c["type"] == "markdown" and re.search(r"^#\s", c["source"], re.M)
-    ]
-    assert not later_headings, f"{name}: the exercises are not the last section (a top-level heading follows)"
-    checkers = imported_checkers(cells)
-    stubs = [c["source"] for c in cells[start + 1 :] if c["type"] == "code" and is_stub(c["source"])]
-    assert stubs, (
-        f"{name}: no exercise after the exercises heading is a stub (`raise NotImplementedError`) to fill in"
-    )
-    unchecked = [s.splitlines()[0] for s in stubs if not calls_a_checker(s, checkers)]
-    assert not unchecked, (
-        f"{name}: exercise cells that call no checker of gptlib.exercises "
-        f"(e.g. check_merge_step(merge_step)) in the same cell: {unchecked}"
-    )
+def test_every_exercise_is_checked_by_the_cell_after_it(name):
+    """An exercise (a code cell with a solution region, which the workbook turns into a stub) defines pieces;
+    the next code cell checks each registered one and rebinds its name: `piece = check(piece)`."""
+    from course.pieces import _registry, defined_names
+
+    registered, cells = _registry(), load(name)
+    code = [c["source"] for c in cells if c["type"] == "code"]
+    exercises = [i for i, source in enumerate(code) if "### BEGIN SOLUTION" in source]
+    assert len(exercises) >= 2, f"{name}: {len(exercises)} exercise cell(s); every lesson has at least two"
+    for i in exercises:
+        pieces = [n for n in defined_names(code[i]) if n in registered]
+        assert pieces, f"{name}: the exercise cell {code[i].splitlines()[0]!r} defines no registered piece"
+        after = code[i + 1] if i + 1 < len(code) else ""
+        unchecked = [n for n in pieces if not re.search(rf"\b{n}\s*=\s*check\({n}\b", after)]
+        assert not unchecked, (
+            f"{name}: the cell after the exercise does not check {unchecked} (`x = check(x)`)"
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
