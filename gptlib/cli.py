@@ -73,13 +73,12 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     import warnings
 
     from gptlib.corpus import open_corpus
-    from gptlib.interop import check_tokenizer_target, save_tokenizer_folder
-    from gptlib.tokenizer import Tokenizer, check_vocab_size
+    from gptlib.tokenizer import Tokenizer, check_tokenizer_folder, check_vocab_size
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # training warns again, with the corpus in view
         check_vocab_size(args.vocab_size)
-    check_tokenizer_target(args.out, overwrite=args.overwrite)  # before training, not after
+    check_tokenizer_folder(args.out, overwrite=args.overwrite)  # before training, not after
     corpus = open_corpus(args.corpus, sdist=args.sdist)
     print(f"training a byte-level BPE tokenizer on {corpus.describe}, vocab size {args.vocab_size:,d} ...")
     start = time.perf_counter()
@@ -105,7 +104,7 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     print(
         f"compression: {sample_bytes / max(1, n_tokens):.2f} bytes per token on {_human_bytes(sample_bytes)} of the corpus"
     )
-    save_tokenizer_folder(tokenizer, args.out, overwrite=args.overwrite)
+    tokenizer.save(args.out, overwrite=args.overwrite)
     print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
     return 0
 
