@@ -100,9 +100,22 @@ def test_notebook_opens_with_what_is_built_and_the_time_on_a_cpu(name):
     assert DURATION.search(opening), f"{name}: the opening gives no duration (e.g. 'about 10 minutes')"
 
 
+def _checked_where_written(name: str, cells: list[dict]) -> None:
+    """The workbook convention (issue 17): each exercise cell holds a solution region, and the cell right
+    after it checks the piece with `course.check` (tests/test_workbooks.py checks the workbooks)."""
+    for cell, after in zip(cells, cells[1:]):
+        if cell["type"] == "code" and "### BEGIN SOLUTION" in cell["source"]:
+            first = cell["source"].strip().splitlines()[0][:60]
+            assert after["type"] == "code" and "check(" in after["source"], (
+                f"{name}: the exercise cell at {first!r} is not followed by the cell that checks it"
+            )
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_ends_with_exercises_checked_in_a_cell(name):
     cells = load(name)
+    if any(c["type"] == "code" and "### BEGIN SOLUTION" in c["source"] for c in cells):
+        return _checked_where_written(name, cells)
     headings = [i for i, c in enumerate(cells) if c["type"] == "markdown" and EXERCISES.search(c["source"])]
     assert headings, f"{name}: no '## Exercises' heading"
     start = headings[-1]
