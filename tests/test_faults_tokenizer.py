@@ -49,6 +49,12 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _train_argv(corpus: Path, out: Path, vocab_size: int, *more: str) -> list[str]:
+    "`tokenizer train` of `corpus` into `out`, quietly, in this process alone (one worker)."
+    where = ["--corpus", str(corpus), "--vocab-size", str(vocab_size), "--out", str(out)]
+    return ["tokenizer", "train", *where, "-q", "--workers", "1", *more]
+
+
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     folder = tmp_path / "corpus"
@@ -64,24 +70,7 @@ def corpus(tmp_path) -> Path:
 def trained(corpus, tmp_path, capsys) -> Path:
     "A tokenizer folder written by `tokenizer train`."
     out = tmp_path / "tok"
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--corpus",
-                str(corpus),
-                "--vocab-size",
-                "280",
-                "--out",
-                str(out),
-                "-q",
-                "--workers",
-                "1",
-            ]
-        )
-        == 0
-    )
+    assert cli_main(_train_argv(corpus, out, 280)) == 0
     capsys.readouterr()
     return out
 
@@ -111,20 +100,7 @@ def test_train_refuses_an_existing_tokenizer_before_training(corpus, trained, ca
 
 def test_train_with_overwrite_replaces_an_existing_tokenizer(corpus, trained, capsys):
     old = json.loads((trained / "tokenizer.json").read_text())
-    argv = [
-        "tokenizer",
-        "train",
-        "--corpus",
-        str(corpus),
-        "--vocab-size",
-        "275",
-        "--out",
-        str(trained),
-        "-q",
-        "--workers",
-        "1",
-        "--overwrite",
-    ]
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
     assert cli_main(argv) == 0
     new = json.loads((trained / "tokenizer.json").read_text())
     assert new["fingerprint"] != old["fingerprint"] and new["n_vocab"] < old["n_vocab"]
@@ -142,20 +118,7 @@ def test_train_refuses_an_output_that_is_a_file_before_training(corpus, tmp_path
 def test_train_with_overwrite_keeps_the_users_files_beside_the_tokenizer(corpus, trained, capsys):
     (trained / "NOTES.md").write_text("why this tokenizer: my notes\n")
     (trained / "hf" / "mine.txt").write_text("kept too\n")
-    argv = [
-        "tokenizer",
-        "train",
-        "--corpus",
-        str(corpus),
-        "--vocab-size",
-        "275",
-        "--out",
-        str(trained),
-        "-q",
-        "--workers",
-        "1",
-        "--overwrite",
-    ]
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
     assert cli_main(argv) == 0
     assert (trained / "NOTES.md").read_text() == "why this tokenizer: my notes\n"
     assert (trained / "hf" / "mine.txt").read_text() == "kept too\n"
@@ -176,20 +139,7 @@ def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, t
             yield f
 
     monkeypatch.setattr(gptlib.tokenizer, "atomic_open", full_disk_on_the_third_file)
-    argv = [
-        "tokenizer",
-        "train",
-        "--corpus",
-        str(corpus),
-        "--vocab-size",
-        "275",
-        "--out",
-        str(trained),
-        "-q",
-        "--workers",
-        "1",
-        "--overwrite",
-    ]
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
     message = _fails(capsys, argv)
     assert len(opened) == 3 and message == f"No space left on device: {opened[2]}"
     assert _snapshot(trained) == before, "the old tokenizer changed"

@@ -360,10 +360,9 @@ def train_merges(fn) -> str:
         "that pace the course's 3,837 merges of 5 MB take many minutes. Recount nothing: keep the pair "
         "counts, and after a merge change only the counts of the pairs in the words that held it",
     )
-    return (
-        f"{len(_small_cases()) + 8} small tables, Hamlet (equal to "
-        f"{'rustbpe' if theirs is not None else 'gptlib'}), 3,000 chunks in {seconds:.2f} s"
-    )
+    against = "rustbpe" if theirs is not None else "gptlib"
+    tables = f"worked examples, {len(_small_cases())} random tables, Hamlet (as {against})"
+    return f"{tables}, 3,000 chunks in {seconds:.2f} s"
 
 
 # --- encoding a chunk ------------------------------------------------------------------------------------
