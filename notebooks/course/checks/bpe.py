@@ -344,9 +344,11 @@ def train_merges(fn) -> str:
         ours = [vocabulary.token_bytes(i) for i in range(256 + len(got))]
         _expect(ours == theirs, "your merges of Hamlet differ from rustbpe's")
     many = _many_chunks()
-    started = time.perf_counter()
-    expected = reference(many, 400)
-    reference_seconds = time.perf_counter() - started
+    reference_seconds = float("inf")
+    for _ in range(3):  # the best of three: one run on a busy machine can be slow
+        started = time.perf_counter()
+        expected = reference(many, 400)
+        reference_seconds = min(reference_seconds, time.perf_counter() - started)
     started = time.perf_counter()
     got = run(many, 400)
     seconds = time.perf_counter() - started
@@ -355,7 +357,7 @@ def train_merges(fn) -> str:
         f"on 3,000 chunks your merges differ from gptlib's from merge {_first_difference(got, expected)}",
     )
     _expect(
-        seconds < 1.0 or seconds < 40 * reference_seconds,
+        seconds < 2.0 or seconds < 60 * reference_seconds,  # a recount takes ~150 times gptlib's time here
         f"400 merges of 3,000 distinct chunks took {seconds:.1f} s (gptlib: {reference_seconds:.2f} s): at "
         "that pace the course's 3,837 merges of 5 MB take many minutes. Recount nothing: keep the pair "
         "counts, and after a merge change only the counts of the pairs in the words that held it",
