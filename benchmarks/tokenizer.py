@@ -29,7 +29,6 @@ from tokenizers.models import BPE  # noqa: E402
 
 from benchmarks._results import machine_line, write_section  # noqa: E402
 from gptlib.corpus import open_corpus  # noqa: E402
-from gptlib.interop import export_tokenizer  # noqa: E402
 from gptlib.tokenizer import GPT4_PATTERN, SPECIAL_TOKENS, Tokenizer, count_chunks, train_merges  # noqa: E402
 from gptlib.workers import default_workers  # noqa: E402
 
@@ -110,8 +109,8 @@ def first_difference(ours: Tokenizer, reference) -> str:
 def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokenizer]]:
     rows = [
         "| vocab | merges made | gptlib wall s (split + merges) | rustbpe wall s | HF tokenizers wall s "
-        "| gptlib / rustbpe, wall | gptlib / rustbpe, CPU | gptlib / HF, wall | slowest run vs best: gptlib, rustbpe "
-        "| first rank differing from rustbpe |",
+        "| gptlib / rustbpe, wall | gptlib / rustbpe, CPU | gptlib / HF, wall "
+        "| slowest run vs best: gptlib, rustbpe | first rank differing from rustbpe |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     trained = {}
@@ -133,10 +132,11 @@ def training_section(texts, sizes, repeats) -> tuple[list[str], dict[int, Tokeni
         )
         t_split, t_merge, t_hf = best["split"][0], best["merges"][0], best["hf"][0]
         trained[vocab] = ours
+        ratios = f"{t_ours / t_rust:.2f}x | {cpu_ours / cpu_rust:.2f}x | {t_ours / t_hf:.2f}x"
         rows.append(
             f"| {vocab:,d} | {ours.train_stats.merges:,d} | {t_ours:.2f} ({t_split:.2f} + {t_merge:.2f}) "
-            f"| {t_rust:.2f} | {t_hf:.2f} | {t_ours / t_rust:.2f}x | {cpu_ours / cpu_rust:.2f}x "
-            f"| {t_ours / t_hf:.2f}x | {spread(walls_ours)}, {spread(walls_rust)} | {first_difference(ours, rust)} |"
+            f"| {t_rust:.2f} | {t_hf:.2f} | {ratios} | {spread(walls_ours)}, {spread(walls_rust)} "
+            f"| {first_difference(ours, rust)} |"
         )
         print(rows[-1], flush=True)
     return rows, trained
@@ -147,7 +147,7 @@ def encoding_section(texts, tokenizer: Tokenizer, repeats) -> list[str]:
     workers = default_workers()  # what gptlib uses by default
     encoding = tokenizer.tiktoken_encoding()
     with tempfile.TemporaryDirectory() as folder:
-        export_tokenizer(tokenizer, folder)
+        tokenizer.save(folder)  # its files for tiktoken and Hugging Face among them
         hf = HFTokenizer.from_file(str(Path(folder) / "hf" / "tokenizer.json"))
     hf.encode_special_tokens = True
 
@@ -230,17 +230,17 @@ def main() -> int:
             machine_line(),
             f"Peers: {versions}. Corpus: the embedded Shakespeare, {len(texts)} documents, {mb:.2f} MB, "
             "the GPT-4 split pattern for everyone. Times are the best of "
-            f"{repeats} runs, the contenders taking turns; load average {load_before:.1f} before and {load_after:.1f} after "
-            "(other work shared the machine: read ratios, not absolute times).",
+            f"{repeats} runs, the contenders taking turns; load average {load_before:.1f} before and "
+            f"{load_after:.1f} after (other work shared the machine: read ratios, not absolute times).",
             "",
             "### Training (wall time, whole pipeline: split + count + merges)",
             "",
             *train_rows,
             "",
-            "gptlib splits the corpus in its own process plus one helper process per other CPU, then runs the "
-            "merge loop in one Python process; rustbpe splits with rayon threads. The CPU ratio compares total CPU "
-            "seconds (all threads and worker processes), which a busy machine disturbs less than wall time. HF "
-            "tokenizers uses its own tie-break, so its merges differ.",
+            "gptlib splits the corpus in its own process plus one helper process per other CPU, then runs "
+            "the merge loop in one Python process; rustbpe splits with rayon threads. The CPU ratio compares "
+            "total CPU seconds (all threads and worker processes), which a busy machine disturbs less than "
+            "wall time. HF tokenizers uses its own tie-break, so its merges differ.",
             "",
             "### Encoding throughput (vocab 8,192, whole corpus, ids checked equal across all encoders)",
             "",

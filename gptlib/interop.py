@@ -1,10 +1,9 @@
-"""Other tools' formats: tiktoken and Hugging Face tokenizers, nanoGPT and llm.c shards.
+"""Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
 
-Hand-written plumbing, not generated from a notebook: the ideas live in 01_bpe (a tokenizer is its merges)
-and 02_data (shards are token ids on disk); this module only translates them, and checks the translation.
+Hand-written plumbing, not generated from a notebook: the idea lives in 02_data (shards are token ids on
+disk); this module only translates them, and checks the translation. (The tokenizer's own files for
+tiktoken and Hugging Face are written with it, by `gptlib.tokenizer.save_tokenizer`.)
 
-- `save_tokenizer_folder`: a complete tokenizer folder (gptlib's `tokenizer.json` and `.vocab`, tiktoken's
-  ranks file, Hugging Face's `hf/tokenizer.json`), built aside and swapped in as a whole.
 - `export_nanogpt` / `export_llmc`: nanoGPT's headerless `train.bin` / `val.bin`, llm.c's headed `.bin`, with
   `gptlib-export.json` beside them (which tokenizer and which shards made each file).
 - `import_bins`: such files back into a shard folder, refused when they were not made by the tokenizer (the
@@ -13,10 +12,7 @@ and 02_data (shards are token ids on disk); this module only translates them, an
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,29 +20,18 @@ import numpy as np
 from .data import plan_shards, token_dtype, tokenizer_name, write_shard
 from .files import (
     atomic_open,
-    atomic_write,
     new_sha256,
     read_json_document,
-    replace_folder,
     sha256_file,
-    temporary_name,
     write_json,
 )
 from .shards import SPLITS, ShardError, building, new_manifest, publish, read_manifest, verify_split
-from .tokenizer import SPECIAL_TOKENS, Tokenizer
+from .tokenizer import Tokenizer
 
 __all__ = [
-    "TIKTOKEN_FILE",
-    "HF_FILE",
     "LLMC_MAGIC",
     "LLMC_VERSION",
     "LLMC_HEADER_INTS",
-    "tiktoken_ranks_text",
-    "byte_to_unicode",
-    "huggingface_json",
-    "export_tokenizer",
-    "check_tokenizer_target",
-    "save_tokenizer_folder",
     "EXPORT_RECORD",
     "export_nanogpt",
     "export_llmc",
@@ -56,144 +41,6 @@ __all__ = [
     "check_own_encoding",
     "import_bins",
 ]
-
-TIKTOKEN_FILE = "tokenizer.tiktoken"
-HF_FILE = "hf/tokenizer.json"
-
-
-# --- the tokenizer ----------------------------------------------------------------------------------------
-
-
-def tiktoken_ranks_text(tokenizer: Tokenizer) -> str:
-    "tiktoken's ranks file (`base64(token) rank` a line): `tiktoken.load.load_tiktoken_bpe` reads it."
-    return "".join(
-        f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in tokenizer.mergeable_ranks().items()
-    )
-
-
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-ins for bytes, which byte-level BPE in Hugging Face `tokenizers` uses:
-    printable Latin-1 bytes stand for themselves, the others map to code points from 256 up."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    table = {byte: chr(byte) for byte in printable}
-    extra = 0
-    for byte in range(256):
-        if byte not in table:
-            table[byte] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-def huggingface_json(tokenizer: Tokenizer) -> dict:
-    """A Hugging Face `tokenizer.json` with the same ids: split with our pattern, byte-level BPE with our
-    merges, and `ignore_merges` so a chunk that is a whole token stays one token, as in tiktoken."""
-    table = byte_to_unicode()
-    shown = [
-        "".join(table[byte] for byte in tokenizer.token_bytes(i))
-        for i in range(tokenizer.n_vocab - len(SPECIAL_TOKENS))
-    ]
-    added = [
-        {
-            "id": token_id,
-            "content": name,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for name, token_id in tokenizer.special_tokens.items()
-    ]
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Split",
-                    "pattern": {"Regex": tokenizer.pattern},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-            ],
-        },
-        "post_processor": None,
-        "decoder": {
-            "type": "ByteLevel",
-            "add_prefix_space": False,
-            "trim_offsets": False,
-            "use_regex": False,
-        },
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": {token: i for i, token in enumerate(shown)},
-            "merges": [f"{shown[a]} {shown[b]}" for a, b in tokenizer.merges],
-        },
-    }
-
-
-def export_tokenizer(tokenizer: Tokenizer, folder) -> None:
-    "Write tiktoken's ranks file and Hugging Face's `hf/tokenizer.json` into `folder`."
-    folder = Path(folder)
-    (folder / HF_FILE).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / TIKTOKEN_FILE, tiktoken_ranks_text(tokenizer).encode())
-    atomic_write(
-        folder / HF_FILE, (json.dumps(huggingface_json(tokenizer), ensure_ascii=False) + "\n").encode()
-    )
-
-
-def check_tokenizer_target(folder, *, overwrite: bool = False) -> None:
-    """Refuse a target a tokenizer folder may not be written to: a file, a folder holding anything but a
-    tokenizer, or (without `overwrite`) an existing tokenizer. Checked before training, and again when
-    saving."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder} exists and is not a folder")
-    if folder.is_dir() and any(folder.iterdir()):
-        if not (folder / "tokenizer.json").is_file():
-            raise ValueError(f"{folder} is not empty and holds no tokenizer: choose another folder")
-        if not overwrite:
-            raise ValueError(f"{folder} already holds a tokenizer: choose another folder or pass --overwrite")
-
-
-def save_tokenizer_folder(
-    tokenizer: Tokenizer, folder, *, overwrite: bool = False, extra: dict | None = None
-) -> Path:
-    """Write a complete tokenizer folder: `Tokenizer.save` plus the exports, plus `extra` JSON files
-    (name -> document). The folder is built under a temporary name and swapped in whole, so `folder` is
-    always either the old tokenizer or the new one, never a mixture. An existing tokenizer is replaced
-    only with `overwrite`; a folder holding anything else is never replaced."""
-    folder = Path(folder)
-    check_tokenizer_target(folder, overwrite=overwrite)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = temporary_name(folder)
-    try:
-        tokenizer.save(work)
-        export_tokenizer(tokenizer, work)
-        for name, document in (extra or {}).items():
-            atomic_write(work / name, (json.dumps(document, indent=1) + "\n").encode())
-        replace_folder(work, folder)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    return folder
-
 
 # --- shards: nanoGPT and llm.c ----------------------------------------------------------------------------
 

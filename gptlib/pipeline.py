@@ -23,8 +23,7 @@ from .checkpoint import CheckpointError, load_trained, read_metrics
 from .corpus import data_dir, open_corpus
 from .data import DataConfig, open_split, prepare
 from .display import save_plots
-from .files import atomic_write
-from .interop import save_tokenizer_folder
+from .files import atomic_write, write_json
 from .quality import TrainingText, reference_losses, sample_quality
 from .tokenizer import Tokenizer
 from .train import TrainConfig, sample_text, train
@@ -53,18 +52,21 @@ def prepare_tokenizer(
     corpus: str, vocab_size: int, folder, *, progress: bool = True
 ) -> tuple[Tokenizer, bool]:
     """The tokenizer in `folder`, trained on `corpus` and saved there unless it already is; returns
-    `(tokenizer, reused)`. It is reused only while the corpus's stamp (`Corpus.stamp()`) and the vocab size
-    match those recorded in `folder/trained_on.json`; otherwise it is trained again and the folder replaced
-    as a whole."""
+    `(tokenizer, reused)`. It is reused only while the corpus's stamp (`Corpus.stamp()`), the vocab size and
+    the tokenizer's fingerprint match those recorded in `folder/trained_on.json` (a tokenizer saved there
+    since by other means has another fingerprint); otherwise it is trained again and saved over the old."""
     folder = Path(folder)
     source = open_corpus(corpus)
     trained_on = {"corpus": corpus, "corpus_stamp": source.stamp(), "vocab_size": vocab_size}
     if (folder / "tokenizer.json").is_file() and (folder / TRAINED_ON).is_file():
         with contextlib.suppress(ValueError, OSError):
-            if json.loads((folder / TRAINED_ON).read_text(encoding="utf-8")) == trained_on:
-                return Tokenizer.load(folder), True
+            tokenizer = Tokenizer.load(folder)
+            recorded = json.loads((folder / TRAINED_ON).read_text(encoding="utf-8"))
+            if recorded == {**trained_on, "fingerprint": tokenizer.fingerprint()}:
+                return tokenizer, True
     tokenizer = Tokenizer.train((doc.text for doc in source), vocab_size, progress=progress)
-    save_tokenizer_folder(tokenizer, folder, overwrite=True, extra={TRAINED_ON: trained_on})
+    tokenizer.save(folder, overwrite=True)
+    write_json(folder / TRAINED_ON, {**trained_on, "fingerprint": tokenizer.fingerprint()})  # after the save
     return tokenizer, False
 
 

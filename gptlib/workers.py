@@ -1,12 +1,14 @@
-"""Worker processes: pools whose workers die with their parent, batches shared between helper processes
-and the caller, and the garbage collector paused while many small objects are made.
+"""Worker processes that die with their parent, the work shared with them, and a paused GC.
 
-Hand-written plumbing, not generated from a notebook: 01_bpe teaches the tokenizer (the documents are
-counted in parallel and the counts added; many texts are encoded at once) and imports these helpers.
+Pools whose workers die with their parent, batches shared between helper processes and the caller, and the
+garbage collector paused while many small objects are made. Hand-written plumbing, not generated from a
+notebook: 01_bpe teaches the tokenizer, and its back-ends (`gptlib.bpe_backends`: the documents counted in
+parallel and the counts added, many texts encoded at once) stand on these helpers.
 
 - `default_workers()`, `resolve_workers(n)`: how many processes to use when the caller does not say.
 - `worker_pool(n)`: a `ProcessPoolExecutor` whose workers exit when the process that started them dies.
-- `text_batches(texts, batch_chars, workers)`: documents grouped into batches of about `batch_chars` characters.
+- `text_batches(texts, batch_chars, workers)`: documents grouped into batches of about `batch_chars`
+  characters.
 - `share_batches(...)`: every batch handled once, by a helper process or, while all are busy, by the caller.
 - `map_with(obj, method, items, ...)`: `[method(obj, item) for item in items]` in worker processes.
 - `gc_paused()`: the cyclic garbage collector paused.

@@ -8,7 +8,6 @@ import ast
 import importlib.util
 import math
 import re
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 # (exercise, the solutions file holding its reference answer)
 EXERCISES = [
-    ("merge_step", "bpe"),
-    ("encode_with_merges", "bpe"),
     ("causal_head", "model"),
     ("cross_entropy", "model"),
     ("keep_top_k", "model"),
@@ -105,147 +102,6 @@ def test_solution_files_say_what_they_hold_and_import_only_what_the_notebooks_ha
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     # `%load -s NAME` copies one function without the file's imports: it must run on the notebook's own
     assert imported <= {"math", "numpy", "torch"}, f"{path.name} imports {imported}"
-
-
-# ------------------------------------------------------------------------------------------------------
-# 01 · BPE
-
-
-def _merge(ids, pair, new_id):
-    "`ids` with `pair` replaced by `new_id`, left to right without overlaps (the wrong answers' shared part)."
-    out, skip = [], False
-    for a, b in zip(ids, [*ids[1:], None]):
-        if skip:
-            skip = False
-        elif (a, b) == pair:
-            out.append(new_id)
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
-def merge_step_first_seen_on_ties(ids, new_id):
-    counts = Counter(zip(ids, ids[1:]))
-    pair = max(counts, key=counts.get)  # among equal counts: the first one seen
-    return pair, _merge(ids, pair, new_id)
-
-
-def merge_step_counting_like_the_merge(ids, new_id):
-    counts, i = Counter(), 0
-    while i < len(ids) - 1:  # skips past a repeated id, as the merge does: [1, 1, 1, 1] counts (1, 1) twice
-        counts[(ids[i], ids[i + 1])] += 1
-        i += 2 if ids[i] == ids[i + 1] else 1
-    pair = min(counts, key=lambda p: (-counts[p], p))
-    return pair, _merge(ids, pair, new_id)
-
-
-def merge_step_first_occurrence_only(ids, new_id):
-    pair = min(Counter(zip(ids, ids[1:])).items(), key=lambda item: (-item[1], item[0]))[0]
-    i = list(zip(ids, ids[1:])).index(pair)
-    return pair, ids[:i] + [new_id] + ids[i + 2 :]
-
-
-def merge_step_marking_positions(ids, new_id):
-    counts = Counter(zip(ids, ids[1:]))
-    pair = min(counts, key=lambda p: (-counts[p], p))
-    starts = {i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) == pair}  # overlapping ones included
-    covered = starts | {i + 1 for i in starts}
-    return pair, [
-        new_id if i in starts else ids[i] for i in range(len(ids)) if i in starts or i not in covered
-    ]
-
-
-def merge_step_right_to_left(ids, new_id):
-    counts = Counter(zip(ids, ids[1:]))
-    pair = min(counts, key=lambda p: (-counts[p], p))
-    return pair, _merge(ids[::-1], pair[::-1], new_id)[::-1]
-
-
-def merge_step_in_place(ids, new_id):
-    counts = Counter(zip(ids, ids[1:]))
-    pair = min(counts, key=lambda p: (-counts[p], p))
-    ids[:] = _merge(ids, pair, new_id)
-    return pair, ids
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (merge_step_first_seen_on_ties, "ties go to the smallest pair, (2, 3)"),
-        (
-            merge_step_counting_like_the_merge,
-            "count pairs at every position, so [1, 1, 1, 1] holds (1, 1) three times",
-        ),
-        (merge_step_first_occurrence_only, "only the first (1, 2) was replaced"),
-        (
-            merge_step_marking_positions,
-            "the pair (5, 5) in [5, 5, 5] is merged once, left to right, not twice",
-        ),
-        (merge_step_right_to_left, "merge left to right: [5, 5, 5] becomes [256, 5]"),
-        (merge_step_in_place, "merge_step changed the list it was given"),
-    ],
-)
-def test_merge_step_checker_names_the_mistake(wrong, hint):
-    rejects("merge_step", wrong, hint)
-
-
-def encode_leftmost_pair_first(data, merges):
-    rank = {pair: 256 + i for i, pair in enumerate(merges)}
-    ids = list(data)
-    while True:
-        found = [i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) in rank]
-        if not found:
-            return ids
-        i = found[0]  # the leftmost mergeable pair, whatever its rank
-        ids[i : i + 2] = [rank[(ids[i], ids[i + 1])]]
-
-
-def encode_ids_from_zero(data, merges):
-    rank = {pair: i for i, pair in enumerate(merges)}  # forgets that ids 0..255 are the bytes
-    ids = list(data)
-    while len(ids) >= 2:
-        pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, math.inf))
-        if pair not in rank:
-            break
-        ids = _merge(ids, pair, rank[pair])
-    return ids
-
-
-def encode_one_round(data, merges):
-    rank = {pair: 256 + i for i, pair in enumerate(merges)}
-    ids = list(data)
-    if len(ids) >= 2:
-        pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, math.inf))
-        if pair in rank:
-            ids = _merge(ids, pair, rank[pair])
-    return ids
-
-
-def encode_without_a_stop(data, merges):
-    rank = {pair: 256 + i for i, pair in enumerate(merges)}
-    ids = list(data)
-    while True:
-        pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, math.inf))  # min() of nothing fails
-        if pair not in rank:
-            return ids
-        ids = _merge(ids, pair, rank[pair])
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (
-            encode_leftmost_pair_first,
-            "the merge made first (lowest rank, earliest in the list) applies first",
-        ),
-        (encode_ids_from_zero, "merge i makes id 256 + i"),
-        (encode_one_round, "keep merging while some adjacent pair is in the list"),
-        (encode_without_a_stop, "with fewer than two ids there is nothing to merge"),
-    ],
-)
-def test_encode_with_merges_checker_names_the_mistake(wrong, hint):
-    rejects("encode_with_merges", wrong, hint)
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ leaves no worker process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import gptlib.interop
 import gptlib.tokenizer
 from gptlib.cli import main as cli_main
 
@@ -49,6 +49,12 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _train_argv(corpus: Path, out: Path, vocab_size: int, *more: str) -> list[str]:
+    "`tokenizer train` of `corpus` into `out`, quietly, in this process alone (one worker)."
+    where = ["--corpus", str(corpus), "--vocab-size", str(vocab_size), "--out", str(out)]
+    return ["tokenizer", "train", *where, "-q", "--workers", "1", *more]
+
+
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     folder = tmp_path / "corpus"
@@ -64,24 +70,7 @@ def corpus(tmp_path) -> Path:
 def trained(corpus, tmp_path, capsys) -> Path:
     "A tokenizer folder written by `tokenizer train`."
     out = tmp_path / "tok"
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--corpus",
-                str(corpus),
-                "--vocab-size",
-                "280",
-                "--out",
-                str(out),
-                "-q",
-                "--workers",
-                "1",
-            ]
-        )
-        == 0
-    )
+    assert cli_main(_train_argv(corpus, out, 280)) == 0
     capsys.readouterr()
     return out
 
@@ -111,20 +100,7 @@ def test_train_refuses_an_existing_tokenizer_before_training(corpus, trained, ca
 
 def test_train_with_overwrite_replaces_an_existing_tokenizer(corpus, trained, capsys):
     old = json.loads((trained / "tokenizer.json").read_text())
-    argv = [
-        "tokenizer",
-        "train",
-        "--corpus",
-        str(corpus),
-        "--vocab-size",
-        "275",
-        "--out",
-        str(trained),
-        "-q",
-        "--workers",
-        "1",
-        "--overwrite",
-    ]
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
     assert cli_main(argv) == 0
     new = json.loads((trained / "tokenizer.json").read_text())
     assert new["fingerprint"] != old["fingerprint"] and new["n_vocab"] < old["n_vocab"]
@@ -139,39 +115,52 @@ def test_train_refuses_an_output_that_is_a_file_before_training(corpus, tmp_path
     assert target.read_text() == "not a folder"
 
 
+def test_train_with_overwrite_keeps_the_users_files_beside_the_tokenizer(corpus, trained, capsys):
+    (trained / "NOTES.md").write_text("why this tokenizer: my notes\n")
+    (trained / "hf" / "mine.txt").write_text("kept too\n")
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
+    assert cli_main(argv) == 0
+    assert (trained / "NOTES.md").read_text() == "why this tokenizer: my notes\n"
+    assert (trained / "hf" / "mine.txt").read_text() == "kept too\n"
+    assert gptlib.tokenizer.Tokenizer.load(trained).n_vocab == 275
+
+
 def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, trained, capsys, monkeypatch):
     before = _snapshot(trained)
-    writes = []
+    opened = []
+    real_atomic_open = gptlib.tokenizer.atomic_open
 
-    def full_disk_on_the_third_write(path, data, durable=True):
-        writes.append(path)
-        if len(writes) == 3:  # tokenizer.json and tokenizer.vocab are written, the exports are not
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        real_atomic_write(path, data, durable)
+    @contextlib.contextmanager
+    def full_disk_on_the_third_file(path, durable=True):
+        opened.append(path)
+        with real_atomic_open(path, durable) as f:
+            if len(opened) == 3:  # tokenizer.json and tokenizer.vocab are written, the rest are not
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+            yield f
 
-    real_atomic_write = gptlib.tokenizer.atomic_write
-    monkeypatch.setattr(gptlib.tokenizer, "atomic_write", full_disk_on_the_third_write)
-    monkeypatch.setattr(gptlib.interop, "atomic_write", full_disk_on_the_third_write)
-    argv = [
-        "tokenizer",
-        "train",
-        "--corpus",
-        str(corpus),
-        "--vocab-size",
-        "275",
-        "--out",
-        str(trained),
-        "-q",
-        "--workers",
-        "1",
-        "--overwrite",
-    ]
+    monkeypatch.setattr(gptlib.tokenizer, "atomic_open", full_disk_on_the_third_file)
+    argv = _train_argv(corpus, trained, 275, "--overwrite")
     message = _fails(capsys, argv)
-    assert len(writes) == 3 and message == f"No space left on device: {writes[2]}"
+    assert len(opened) == 3 and message == f"No space left on device: {opened[2]}"
     assert _snapshot(trained) == before, "the old tokenizer changed"
-    assert sorted(p.name for p in trained.parent.iterdir()) == ["corpus", "tok"], (
-        "a half-written folder is left"
-    )
+    assert sorted(p.name for p in trained.iterdir()) == sorted(
+        ["hf", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
+    ), "a temporary file is left"
+
+
+def test_the_pipeline_does_not_reuse_a_tokenizer_saved_over_its_own(corpus, tmp_path, capsys):
+    from gptlib.pipeline import prepare_tokenizer
+
+    folder = tmp_path / "tokenizers" / "corpus-280"
+    made, reused = prepare_tokenizer(str(corpus), 280, folder, progress=False)
+    assert not reused and prepare_tokenizer(str(corpus), 280, folder, progress=False)[1]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "c.txt").write_text("entirely different words, in another order. " * 40, encoding="utf-8")
+    argv = ["tokenizer", "train", "--corpus", str(other), "--vocab-size", "280", "--out", str(folder)]
+    assert cli_main([*argv, "-q", "--workers", "1", "--overwrite"]) == 0
+    again, reused = prepare_tokenizer(str(corpus), 280, folder, progress=False)
+    assert not reused and again == made, "the pipeline took another corpus's tokenizer for its own"
 
 
 # --- tokenizer encode: what it reads and what it prints ---------------------------------------------------
@@ -216,7 +205,7 @@ def test_encode_show_is_unambiguous_on_text_with_bars(trained, capsys):
 
 
 def _children(pid: int) -> dict[int, str]:
-    "pid -> start time (field 22 of /proc/PID/stat, to tell a reused pid apart) of the live children of `pid`."
+    "pid -> start time (field 22 of /proc/PID/stat: a reused pid starts later) of the live children of `pid`."
     found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:

@@ -1,6 +1,6 @@
-"""Tests of the tokenizer's exports in gptlib.interop: tiktoken's ranks file and Hugging Face's
-`tokenizer.json` give the same ids as gptlib's own encoder, on hard strings and on the corpus, and
-datatrove loads the Hugging Face file."""
+"""Tests of the tokenizer's files for other tools, written by `Tokenizer.save`: tiktoken's ranks file and
+Hugging Face's `tokenizer.json` give the same ids as gptlib's own encoder, on hard strings and on the corpus,
+and datatrove loads the Hugging Face file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from gptlib.interop import export_tokenizer, tiktoken_ranks_text
+from gptlib.bpe_backends import tiktoken_ranks_text
 from gptlib.tokenizer import GPT4_PATTERN, Tokenizer
 
 tiktoken = pytest.importorskip("tiktoken")
@@ -39,7 +39,7 @@ def tokenizer(corpus_texts):
 @pytest.fixture(scope="module")
 def exported(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("exported")
-    export_tokenizer(tokenizer, folder)
+    tokenizer.save(folder)
     return folder
 
 
@@ -80,7 +80,7 @@ def test_tiktoken_ranks_file_loads_into_tiktoken(tokenizer, exported):
 
 
 def test_base64_ranks_file_is_one_line_per_token(tokenizer):
-    lines = tiktoken_ranks_text(tokenizer).splitlines()
+    lines = tiktoken_ranks_text(tokenizer.mergeable_ranks()).splitlines()
     assert len(lines) == tokenizer.n_vocab - 3
     token, rank = lines[300].split()
     assert base64.b64decode(token) == tokenizer.token_bytes(int(rank)) and rank == "300"

@@ -1,7 +1,7 @@
-"""Tests of gptlib.tokenizer: a golden worked example, merges equal to rustbpe's and to a recounting trainer,
-ids equal to tiktoken's and to a reference encoder, round trips (hypothesis), save/load and every
-corrupted-file case, and the shape of notebook 01 (short exported cells, each explained, a short module).
-The exports for tiktoken and Hugging Face are tested in test_interop.py."""
+"""Tests of gptlib.tokenizer and its back-ends (gptlib.bpe_backends): a golden worked example, merges equal to
+rustbpe's and to a recounting trainer, ids equal to tiktoken's and to a reference encoder, round trips
+(hypothesis), the one way to save (only the tokenizer's own files, all or none) and every corrupted-file
+case. The files for tiktoken and Hugging Face are tested in test_interop.py."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gptlib.bpe_backends as backends
 import gptlib.tokenizer as tokmod
 from gptlib.cli import main as cli_main
 from gptlib.tokenizer import (
@@ -26,6 +27,7 @@ from gptlib.tokenizer import (
     Tokenizer,
     TokenizerError,
     count_chunks,
+    encode_chunk,
     train_merges,
 )
 
@@ -127,10 +129,10 @@ def test_parallel_chunk_counts_equal_sequential(corpus_texts):
 
 def test_ascii_splitter_matches_the_regex_package():
     try:
-        ascii_findall = re.compile(tokmod._ASCII_GPT4_PATTERN).findall
+        ascii_findall = re.compile(backends.GPT4_ASCII_TWIN).findall
     except re.error:
         pytest.skip("the ASCII fast split needs Python 3.11 (possessive quantifiers in re)")
-    split = tokmod._splitter(GPT4_PATTERN)
+    split = tokmod._split_function(GPT4_PATTERN)
     rng = random.Random(0)
     alphabet = [chr(i) for i in range(128)] + ["'s", "'LL", " ", "\n", "\r\n", "ab", "12"] * 8
     for _ in range(2000):
@@ -250,7 +252,7 @@ def test_python_and_tiktoken_agree_on_hard_strings(tokenizer, text):
 
 
 def reference_encode(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
-    "tiktoken's rule spelled out on bytes: a token is one id; else merge the lowest-ranked pair, leftmost first."
+    "tiktoken's rule spelled out: a token is one id; else join the lowest-ranked pair, leftmost first."
     if piece in ranks:
         return [ranks[piece]]
     parts = [piece[i : i + 1] for i in range(len(piece))]
@@ -273,12 +275,23 @@ def test_round_trip_and_encoder_parity_on_any_text(tokenizer, text):
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=0x2FF), min_size=65, max_size=400))
-def test_long_chunk_merge_equals_the_reference(tokenizer, pair_ranks, text):
-    piece = text.encode("utf-8")
-    expected = reference_encode(piece, tokenizer._ranks)
-    if piece not in tokenizer._ranks:  # a chunk that is a token is looked up, never merged
-        assert tokmod._bpe_long(piece, pair_ranks) == expected
-    assert tokmod._bpe_ids(piece, pair_ranks) == tokmod._bpe_long(piece, pair_ranks)
+def test_long_chunk_rule_equals_the_reference(tokenizer, text):
+    piece, ranks = text.encode("utf-8"), tokenizer.mergeable_ranks()
+    assert (
+        backends.encode_long_chunk(piece, ranks)
+        == reference_encode(piece, ranks)
+        == encode_chunk(piece, ranks)
+    )
+
+
+def test_encode_chunk_joins_bytes_and_looks_the_whole_chunk_up():
+    # bc 256, ab 257, cd 258, abc 259 (made as ab + c), abcd 260 (made as ab + cd)
+    ranks = Tokenizer([(98, 99), (97, 98), (99, 100), (257, 99), (257, 258)]).mergeable_ranks()
+    for rule in (encode_chunk, backends.encode_long_chunk):
+        assert rule(b"abcx", ranks) == [259, 120]  # a + bc joins into the bytes abc, though made as ab + c
+        assert rule(b"abcd", ranks) == [260]  # a token is one id, though joining stops at abc + d
+        assert rule(b"aaa", Tokenizer([(97, 97)]).mergeable_ranks()) == [256, 97]  # the leftmost of equals
+        assert rule(b"", ranks) == [] and rule(b"z", ranks) == [122]
 
 
 def test_very_long_words_encode_fast_and_equal(tokenizer):
@@ -296,7 +309,7 @@ def test_lone_surrogates_become_replacement_characters(tokenizer):
 def test_encode_batch_equals_encode_with_processes(tokenizer, corpus_texts, monkeypatch):
     python = tokenizer.with_backend("python")
     texts = [text[:20_000] for text in corpus_texts[:8]] + ["", "<|eos|>"]
-    monkeypatch.setattr(tokmod, "_PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(backends, "PARALLEL_MIN_CHARS", 0)
     expected = [python.encode(text) for text in texts]
     assert python.encode_batch(texts, workers=2) == expected
     assert tokenizer.with_backend("tiktoken").encode_batch(texts, workers=2) == expected
@@ -365,13 +378,48 @@ def test_fingerprint_is_stable_and_tells_tokenizers_apart(tokenizer, corpus_text
 
 
 def test_save_load_round_trip(tokenizer, tmp_path):
-    tokenizer.save(tmp_path / "tok")
+    assert tokenizer.save(tmp_path / "tok") == tmp_path / "tok"
     loaded = Tokenizer.load(tmp_path / "tok")
     assert loaded.merges == tokenizer.merges and loaded.fingerprint() == tokenizer.fingerprint()
     assert Tokenizer.load(tmp_path / "tok" / "tokenizer.json") == tokenizer
     vocab = (tmp_path / "tok" / "tokenizer.vocab").read_text(encoding="utf-8")
     assert f"{tokenizer.eos_id}\t<|eos|> (special)" in vocab
-    assert not list((tmp_path / "tok").glob("*.tmp"))
+    files = sorted(str(p.relative_to(tmp_path / "tok")) for p in (tmp_path / "tok").rglob("*") if p.is_file())
+    assert files == ["hf/tokenizer.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
+
+
+def test_save_replaces_only_its_own_files_and_only_when_asked(tokenizer, tmp_path):
+    folder = tmp_path / "tok"
+    tokenizer.save(folder)
+    (folder / "NOTES.md").write_text("mine")
+    tokenizer.save(folder)  # the same tokenizer again: nothing is replaced
+    other = Tokenizer(tokenizer.merges[:-1])
+    with pytest.raises(TokenizerError, match="already holds a tokenizer"):
+        other.save(folder)
+    assert Tokenizer.load(folder) == tokenizer
+    other.save(folder, overwrite=True)
+    assert Tokenizer.load(folder) == other and (folder / "NOTES.md").read_text() == "mine"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "NOTES.md",
+        "hf",
+        "tokenizer.json",
+        "tokenizer.tiktoken",
+        "tokenizer.vocab",
+    ]  # no temporary file left
+
+
+def test_save_refuses_a_folder_of_something_else_and_a_file_name(tokenizer, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    for folder, message in (
+        (tmp_path / "mine", "holds no tokenizer"),
+        (tmp_path / "mine" / "notes.txt", "is not a folder"),
+        (tmp_path / "tokenizer.json", "not a file name like"),
+    ):
+        with pytest.raises(TokenizerError, match=message):
+            tokenizer.save(folder, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
 
 
 def _corrupt(folder, edit):
@@ -495,19 +543,11 @@ def test_custom_pattern_trains_and_encodes_with_the_python_encoder():
     assert tok.with_backend("tiktoken").encode(text) == tok.encode(text)
 
 
-@pytest.fixture(scope="module")
-def pair_ranks(tokenizer):
-    return tokmod.pair_ranks_of(
-        [tokenizer.token_bytes(i) for i in range(tokenizer.n_vocab - 3)], tokenizer._ranks
-    )
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=0x7FF), max_size=64))
-def test_id_level_merge_equals_the_bytes_rule(tokenizer, pair_ranks, text):
-    piece = text.encode("utf-8")[:64]
-    if piece not in tokenizer._ranks:  # a chunk that is a token is looked up, never merged
-        assert tokmod._bpe_ids(piece, pair_ranks) == reference_encode(piece, tokenizer._ranks)
+def test_encode_chunk_equals_the_bytes_rule(tokenizer, text):
+    piece, ranks = text.encode("utf-8")[:64], tokenizer.mergeable_ranks()
+    assert encode_chunk(piece, ranks) == reference_encode(piece, ranks)
 
 
 def test_progress_reports_every_character_and_merge(corpus_texts):
@@ -517,32 +557,3 @@ def test_progress_reports_every_character_and_merge(corpus_texts):
     done = []
     merges = train_merges(counts, 600, progress=done.append)
     assert done == [256, 512] and len(merges) == 600
-
-
-# --- the shape of notebook 01 and of the module it exports ------------------------------------------------
-
-
-def _exported_cells(notebook: Path):
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    for index, cell in enumerate(cells):
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and source.startswith(("#| export", "#| exporti")):
-            yield source, cells[index - 1] if index else None
-
-
-def test_every_exported_cell_is_explained_by_the_markdown_before_it():
-    exported = list(_exported_cells(ROOT / "notebooks" / "01_bpe.ipynb"))
-    assert len(exported) > 10
-    for source, before in exported:
-        first = source.splitlines()[1]
-        assert before is not None and before["cell_type"] == "markdown", f"no prose before `{first}`"
-        assert len("".join(before["source"]).split()) >= 15, f"the prose before `{first}` says too little"
-
-
-def test_the_module_keeps_naive_versions_and_plumbing_out():
-    source = (ROOT / "gptlib" / "tokenizer.py").read_text(encoding="utf-8")
-    for name in ("bpe_encode_chunk", "_bpe_short", "ProcessPoolExecutor", "\nimport gc\n", "hashlib"):
-        assert name not in source, (
-            f"{name} belongs in the notebook, in the tests or in gptlib.workers / gptlib.files"
-        )
-    assert not hasattr(tokmod, "bpe_encode_chunk") and not hasattr(tokmod, "_gc_paused")

@@ -1,7 +1,7 @@
 """`tokenizer train|encode|decode`: a byte-level BPE tokenizer on the command line.
 
 Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.tokenizer`, the
-tokenizer folder functions of `gptlib.interop` and the compression figure of `gptlib.quality`.
+tokenizer's folder (`Tokenizer.save`, `check_tokenizer_folder`) and the compression figure of `gptlib.quality`.
 
     tokenizer train [--corpus SPEC] [--vocab-size N] [--out FOLDER]   train and save a tokenizer folder
     tokenizer encode [--text TEXT | --file FILE]                      token ids (stdin without either)
@@ -24,7 +24,6 @@ from gptlib.config import parse_path
 from gptlib.corpus import open_corpus
 from gptlib.data import readable_count
 from gptlib.files import naming
-from gptlib.interop import check_tokenizer_target, save_tokenizer_folder
 from gptlib.quality import compression
 from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_vocab_size
 
@@ -92,7 +91,7 @@ def train_command(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # training warns again, with the corpus in view
         check_vocab_size(args.vocab_size)
-    check_tokenizer_target(args.out, overwrite=args.overwrite)
+    check_tokenizer_folder(args.out, overwrite=args.overwrite)
     corpus = open_corpus(args.corpus, sdist=args.sdist)
     print(f"training a byte-level BPE tokenizer on {corpus.describe}, vocab size {args.vocab_size:,d} ...")
     started = time.perf_counter()
@@ -114,7 +113,7 @@ def train_command(args: argparse.Namespace) -> int:
         f"compression: {measured.bytes_per_token:.2f} bytes per token on "
         f"{readable_count(measured.bytes, 'B')} of the corpus"
     )
-    save_tokenizer_folder(tokenizer, args.out, overwrite=args.overwrite)
+    tokenizer.save(args.out, overwrite=args.overwrite)
     print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
     return 0
 
