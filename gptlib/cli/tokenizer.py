@@ -1,7 +1,8 @@
 """`tokenizer train|encode|decode`: a byte-level BPE tokenizer on the command line.
 
 Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.tokenizer`, the
-tokenizer's folder (`Tokenizer.save`, `check_tokenizer_folder`) and the compression figure of `gptlib.quality`.
+tokenizer's folder (`Tokenizer.save`, `check_tokenizer_folder`) and the compression figure of
+`gptlib.quality`.
 
     tokenizer train [--corpus SPEC] [--vocab-size N] [--out FOLDER]   train and save a tokenizer folder
     tokenizer encode [--text TEXT | --file FILE]                      token ids (stdin without either)
@@ -25,7 +26,7 @@ from gptlib.corpus import open_corpus
 from gptlib.data import readable_count
 from gptlib.files import naming
 from gptlib.quality import compression
-from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_vocab_size
+from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_tokenizer_folder, check_vocab_size
 
 from ._shared import UsageError, add_corpus, add_sdist, add_tokenizer, default_tokenizer, integer
 
