@@ -398,8 +398,8 @@ def _signal_exit_code(signal_name: str | None) -> int:
 def _train_start(args: argparse.Namespace) -> int:
     import os
 
-    from gptlib.checkpoint import read_metrics
     from gptlib.display import save_plots
+    from gptlib.run_folder import read_metrics
     from gptlib.train import train
 
     cfg = config_from_args(args.options, prog=f"python -m gptlib train {args.verb}")
@@ -436,7 +436,7 @@ def _add_train(sub) -> None:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from gptlib.checkpoint import load_trained
+    from gptlib.run_folder import load_trained
     from gptlib.runtime import resolve_device
     from gptlib.train import sample_text
 
