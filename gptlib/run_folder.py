@@ -320,7 +320,7 @@ class RunFolder:
                     rename(path, doomed)
                     shutil.rmtree(doomed)
             except OSError as e:
-                notes.append(f"could not prune {path.name} ({e.strerror or e}); it stays")
+                notes.append(f"could not prune {path.name} ({e.strerror or e}); the run goes on")
         return notes
 
 
