@@ -1,5 +1,5 @@
-"""Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed CPU-time budget on
-the embedded corpus and score it the same way every time.
+"""Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed CPU-time budget
+on the embedded corpus and score it the same way every time.
 
 - The step time is measured first, on random tokens of the candidate's shape (`probe_step_seconds`), as a
   ratio to a reference step (the `cpu` preset as it was, in bf16) timed in turn with it, step after step:
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
-from gptlib.checkpoint import load_trained
 from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
 from gptlib.model import GPT
 from gptlib.optim import choose_precision, make_adamw
 from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
 from gptlib.quality import TrainingText, sample_quality
+from gptlib.run_folder import load_trained
 from gptlib.train import TrainConfig, sample_text, train
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
@@ -56,7 +56,7 @@ def corpus_data(vocab_size: int) -> tuple[Path, Path]:
 def _step_function(cfg: TrainConfig):
     "A closure running one training step of `cfg`'s shape on random tokens (compiled when `cfg.compile`)."
     torch.manual_seed(0)
-    model = GPT(cfg.model_config(cfg.vocab_size))
+    model = GPT(cfg.model_config())
     optimizer, _ = make_adamw(model, lr=1e-3, weight_decay=cfg.weight_decay)
     precision = choose_precision("cpu", cfg.precision)
     forward = torch.compile(model) if cfg.compile else model

@@ -32,7 +32,7 @@ def measure(precision: str, compiled: bool, micro_batch: int, grad_accum: int, s
     cfg = TrainConfig.preset("gpt-25m")
     device = torch.device("cuda")
     torch.manual_seed(0)
-    model = GPT(cfg.model_config(cfg.vocab_size)).to(device)
+    model = GPT(cfg.model_config()).to(device)
     optimizer, fused = make_adamw(model, lr=cfg.max_lr, device=device)
     prec = choose_precision(device, precision)
     scaler = torch.amp.GradScaler("cuda", enabled=prec.use_scaler)
@@ -127,15 +127,15 @@ def main() -> int:
     lines = [
         f"`gpt-25m` on {name} (torch {torch.__version__}), {args.steps} timed steps of 16,384 tokens each.",
         "",
-        "| precision | compile | micro-batch x accumulation | tokens/s | step (ms) | MFU | peak used | memory (GB) |",
+        "| precision | compile | micro-batch x accumulation | tokens/s | step (ms) | MFU | peak used "
+        "| memory (GB) |",
         "|---|---|---|---:|---:|---:|---|---:|",
     ]
     for r in results:
         shape = f"{r['micro_batch']} x {r['grad_accum']}"
         if "error" in r:
-            lines.append(
-                f"| {r['precision']} | {'on' if r['compile'] else 'off'} | {shape} | failed: {r['error']} | | | | |"
-            )
+            compiled = "on" if r["compile"] else "off"
+            lines.append(f"| {r['precision']} | {compiled} | {shape} | failed: {r['error']} | | | | |")
             continue
         lines.append(
             f"| {r['precision']}{' + scaler' if r['scaler'] else ''} | {'on' if r['compile'] else 'off'} | "

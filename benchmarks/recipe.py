@@ -72,9 +72,9 @@ FINDINGS = """What the table says, and what became the `cpu` preset:
 
 - **The learning rate mattered most**: 3e-3 lost 0.10 bits/byte against 2e-3, and 1e-3 gained 0.03 (7e-4 was
   worse again). More weight decay (0.3) helped a little alone and not on top of the lower rate.
-- **Regularizing did not pay in 8 minutes**: dropout costs 30 % more per step on this CPU, so the run gets fewer
-  steps, and 3.3 passes over the data are not yet enough to overfit (every run's best validation came at or
-  within a few steps of its end).
+- **Regularizing did not pay in 8 minutes**: dropout costs 30 % more per step on this CPU, so the run gets
+  fewer steps, and 3.3 passes over the data are not yet enough to overfit (every run's best validation came at
+  or within a few steps of its end).
 - **The shape stayed**: 16 sequences a step reached the same loss as 8 (half the steps); a vocabulary of 8,192
   was worse per byte in this budget (a costlier head, fewer steps), although its samples had more real words.
 - **The preset**: the best candidate, `r2-lr1e-3`, given the whole training time `make run` may spend (2,600
@@ -148,10 +148,10 @@ def main() -> int:
         "",
         machine_line(),
         "",
-        f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time measured "
-        "first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
-        f"validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, top-k 50, 3 seeds) against the training "
-        "text.",
+        f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time "
+        "measured first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out "
+        f"plays at its best validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, "
+        "top-k 50, 3 seeds) against the training text.",
         "",
         table(runs),
         "",

@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _budget import corpus_data, train_for_budget  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
 
-from gptlib.checkpoint import read_metrics  # noqa: E402
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops  # noqa: E402
 from gptlib.pipeline import PROMPT, SAMPLING  # noqa: E402
+from gptlib.run_folder import read_metrics  # noqa: E402
 from gptlib.train import TrainConfig, train  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def step_throughput(preset: str, precision: str, compile_model: bool, steps: int
     """Tokens/s of the training step on random tokens, after warm-up steps (which include any compilation)."""
     cfg = TrainConfig.preset(preset)
     torch.manual_seed(0)
-    model = GPT(cfg.model_config(cfg.vocab_size))
+    model = GPT(cfg.model_config())
     optimizer, fused = make_adamw(model, lr=1e-3)
     prec = choose_precision("cpu", precision)
     forward = model
@@ -91,13 +91,17 @@ def make_run_summary() -> str:
     run = data_dir() / "runs" / "shakespeare-cpu"
     records = read_metrics(run)
     if not any(r["kind"] == "val" for r in records):
-        return "No finished `make run` found (no validation in its run folder yet): run `make run`, then this script.\n"
+        return (
+            "No finished `make run` found (no validation in its run folder yet): run `make run`, then this "
+            "script.\n"
+        )
     val = [r for r in records if r["kind"] == "val"]
     done = [r for r in records if r["kind"] == "event" and r["message"].startswith("finished")]
     sample = (run / "sample.txt").read_text() if (run / "sample.txt").is_file() else "(no sample)"
     train_s = sum(float(r["message"].split(" in ")[1].split(" s")[0]) for r in done) if done else None
+    shown = run.relative_to(data_dir().parent) if run.is_relative_to(data_dir().parent) else run
     lines = [
-        f"Run folder `{run.relative_to(data_dir().parent) if run.is_relative_to(data_dir().parent) else run}`: "
+        f"Run folder `{shown}`: "
         f"{val[-1]['step'] if val else '?'} steps, final val loss **{val[-1]['val_loss']:.3f}** nats/token, "
         f"**{val[-1]['val_bpb']:.3f} bits per byte** on the 2 held-out plays"
         + (f"; training wall time {train_s / 60:.1f} min (the last session of the run)." if train_s else "."),
@@ -129,7 +133,8 @@ CHARACTER_RECIPE = {
 
 
 def quality_at_equal_time(budget_s: float, work: Path) -> list[dict]:
-    """The `cpu` preset and the character recipe, each trained for `budget_s` of this CPU's time; their scores."""
+    """The `cpu` preset and the character recipe, each trained for `budget_s` of this CPU's time; their
+    scores."""
     results = []
     for name, fields in (("cpu preset (BPE)", {}), ("character recipe (bytes)", CHARACTER_RECIPE)):
         cfg = TrainConfig.preset("cpu", **fields)
@@ -142,7 +147,8 @@ def quality_at_equal_time(budget_s: float, work: Path) -> list[dict]:
 
 
 def precision_at_equal_steps(steps: int, work: Path) -> list[dict]:
-    """The `cpu` preset for `steps` steps in fp32 and in bf16, two seeds each; loss over the whole held-out split."""
+    """The `cpu` preset for `steps` steps in fp32 and in bf16, two seeds each; loss over the whole held-out
+    split."""
     tok_dir, shards = corpus_data(TrainConfig.preset("cpu").vocab_size)
     rows = []
     for precision in ("fp32", "bf16"):
@@ -182,8 +188,8 @@ def quality_table(results: list[dict], budget_s: float) -> list[str]:
         f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
         "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
         "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt "
-        f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against the "
-        "training text.",
+        f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against "
+        "the training text.",
         "",
         "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
         "| longest blank run | stuttered words |",
@@ -193,15 +199,16 @@ def quality_table(results: list[dict], budget_s: float) -> list[str]:
         q = r["quality"]
         speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
         md.append(
-            f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
+            f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | "
+            f"{r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
             f"**{r['best_val_bpb']:.3f}** | {q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | "
             f"{len(q['stutters'])} |"
         )
     bpe, chars = results
     md += [
         "",
-        f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per byte "
-        f"({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).",
+        f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per "
+        f"byte ({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).",
         "",
     ]
     for r in results:
@@ -213,23 +220,25 @@ def precision_table(rows: list[dict], steps: int) -> list[str]:
     md = [
         "### bf16 against fp32 at equal steps",
         "",
-        f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the initial "
-        "weights and the order of the batches); validation over every window of the held-out plays.",
+        f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the "
+        "initial weights and the order of the batches); validation over every window of the held-out plays.",
         "",
         "| precision | seed | val loss (nats/token) | val bits/byte | wall (s, on a shared machine) |",
         "|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         md.append(
-            f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | {r['wall_s']:.0f} |"
+            f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | "
+            f"{r['wall_s']:.0f} |"
         )
     by = {p: [r["val_loss"] for r in rows if r["precision"] == p] for p in ("fp32", "bf16")}
     noise = max(abs(v[0] - v[1]) for v in by.values())
     gap = abs(sum(by["bf16"]) / 2 - sum(by["fp32"]) / 2)
     md += [
         "",
-        f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two seeds of "
-        f"one precision differ by up to {noise:.4f}: bf16 is {'within' if gap <= noise else 'outside'} the seed noise.",
+        f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two "
+        f"seeds of one precision differ by up to {noise:.4f}: bf16 is "
+        f"{'within' if gap <= noise else 'outside'} the seed noise.",
         "",
     ]
     return md
@@ -270,13 +279,14 @@ def main() -> int:
         "## Training (`benchmarks/train.py`)",
         "",
         machine_line(),
-        "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less so.",
+        "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less "
+        "so.",
         "",
         "### Training step throughput on this CPU",
         "",
         "Forward under autocast, backward, clipping and a fused AdamW step on random tokens; MFU against the "
-        "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks bf16 "
-        "on this CPU: its bf16 matrix products run several times faster than fp32 ones.",
+        "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks "
+        "bf16 on this CPU: its bf16 matrix products run several times faster than fp32 ones.",
         "",
         "| preset | precision | torch.compile | tokens/s | MFU | vs fp32 eager | warm-up (s) |",
         "|---|---|---|---:|---:|---:|---:|",

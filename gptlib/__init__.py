@@ -3,7 +3,6 @@
 Modules:
 
 - `gptlib.bpe_backends`: The tokenizer's fast back-ends: tiktoken, a cached encoder, the parallel split.
-- `gptlib.checkpoint`: A training run's folder: checkpoints that resume exactly, and the metrics log.
 - `gptlib.cli.corpus`: `corpus fetch|show`: the embedded corpus fetched, any corpus measured.
 - `gptlib.cli.data`: `data prepare|show|export|import`: token shards made, checked and translated.
 - `gptlib.cli.model`: `model show`: a model preset's sizes, parameters by component and FLOPs.
@@ -14,7 +13,7 @@ Modules:
 - `gptlib.config`: Configuration as dataclasses, and the command-line flags generated from their fields.
 - `gptlib.corpus`: Where the text comes from: the embedded Shakespeare corpus and local or hosted corpora.
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
-- `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
+- `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
 - `gptlib.exercises`: The exercises' checkers: in each notebook the learner writes a core piece of GPT pretraining (a BPE merge step and encoding, one causal attention head, cross-entropy, top-k, an AdamW update, the learning-rate schedule, gradient accumulation, the loss scaler's rule, a training step), and its checker says whether it passes, what is wrong, or that it is not done yet.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
@@ -22,14 +21,15 @@ Modules:
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
 - `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
 - `gptlib.optim`: The optimizer side of training: AdamW parameter groups (decay on matrices only), a warmup-cosine learning rate, gradient clipping, gradient accumulation, mixed precision (bf16 or fp16 autocast, a dynamic loss scaler, the choice made by measurement on a CPU), and model FLOPs utilization against a datasheet or measured peak.
-- `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
+- `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 - `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.
 - `gptlib.quality`: Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
-- `gptlib.runtime`: Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and Ctrl-C / SIGTERM turned into a clean stop.
+- `gptlib.run_folder`: A training run's folder: marker, lock, checkpoints, the resume point, the metrics log.
+- `gptlib.runtime`: Where and how a training process runs: device, `torchrun` group, compile, RNGs, signals.
 - `gptlib.shards`: The shard folder: manifest, verification, reuse, the lock, work folders, publishing.
 - `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.tokenizer`: Byte-level BPE: trained exactly like rustbpe, encoding exactly like tiktoken.
-- `gptlib.train`: The training loop: the run's configuration and presets, one optimizer step (micro-batches under autocast, the loss scaler, clipping), validation in bits per byte over the held-out split, what a checkpoint must hold to resume bit for bit, the loop that ties them together (also under torchrun), and sampling from the trained model.
+- `gptlib.train`: The training loop: configuration, one step, bits per byte, exact resume, sampling.
 - `gptlib.workers`: Worker processes that die with their parent, the work shared with them, and a paused GC."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.

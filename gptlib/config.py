@@ -32,9 +32,21 @@ from .errors import ConfigError
 __all__ = ["opt", "Config", "ConfigError", "checked_int", "parse_bool", "parse_path", "parse_text"]
 
 
-def opt(default, help: str, *, low=None, high=None, below=None, choices=None, positive: bool = False):
+def opt(
+    default,
+    help: str,
+    *,
+    low=None,
+    high=None,
+    below=None,
+    choices=None,
+    positive: bool = False,
+    resumable: bool = False,
+):
     """A config field: its default, a one-line description (the help of its flag), and optional bounds:
-    `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`."""
+    `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`. `resumable`
+    marks a field that may change when a saved run is continued (where and how it runs, not what it
+    computes); the class that owns the field decides what that allows."""
     return field(
         default=default,
         metadata={
@@ -44,6 +56,7 @@ def opt(default, help: str, *, low=None, high=None, below=None, choices=None, po
             "below": below,
             "choices": choices,
             "positive": positive,
+            "resumable": resumable,
         },
     )
 

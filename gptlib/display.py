@@ -1,4 +1,4 @@
-"""How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
+"""How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 
 Hand-written plumbing, not generated from a notebook: 06_training shows these and says how to read them;
 drawing them is tqdm and matplotlib bookkeeping (imported only when something is drawn).
@@ -31,12 +31,16 @@ def log_line(record: dict) -> str:
             f"{record['tokens_per_s']:,.0f} tok/s | MFU {record['mfu']:.1%}"
         )
     if record["kind"] == "val":
-        return f"step {record['step']:6d} | val loss {record['val_loss']:.4f} | val bits/byte {record['val_bpb']:.4f}"
+        return (
+            f"step {record['step']:6d} | val loss {record['val_loss']:.4f} | "
+            f"val bits/byte {record['val_bpb']:.4f}"
+        )
     return f"== {record['message']}"
 
 
 def progress_bar(total: int, initial: int = 0):
-    "A progress bar of training steps on stderr (log lines then go through its `write`), or None when tqdm shows none."
+    """A progress bar of training steps on stderr (log lines then go through its `write`), or None when tqdm
+    shows none."""
     import sys
 
     from tqdm.auto import tqdm
@@ -110,7 +114,8 @@ def _in_kernel() -> bool:
 
 
 class LivePlot:
-    "A `train` callback: the training curves in one notebook figure, redrawn in place every `every_s` seconds; outside a Jupyter kernel it only collects records."
+    """A `train` callback: the training curves in one notebook figure, redrawn in place every `every_s`
+    seconds; outside a Jupyter kernel it only collects records."""
 
     def __init__(self, every_s: float = 2.0, references: dict[str, float] | None = None):
         self.every_s, self.records, self.references = every_s, [], references

@@ -593,24 +593,17 @@ class _Counted:
 
 
 def _library_step(model, optimizer, batches, grad_accum: int, grad_clip: float, lr: float):
-    "`gptlib.train.train_step` on a bare state: one process, fp32, the loss scaler off."
-    from types import SimpleNamespace
-
+    "`gptlib.train.train_step` in one process, fp32, the loss scaler off."
     import torch
 
     from gptlib.optim import choose_precision
     from gptlib.train import train_step
 
-    state = SimpleNamespace(
-        cfg=SimpleNamespace(grad_accum=grad_accum, grad_clip=grad_clip),
-        model=model,
-        forward=model,
-        optimizer=optimizer,
-        precision=choose_precision("cpu", "fp32"),
-        scaler=torch.amp.GradScaler("cpu", enabled=False),
-        dist=SimpleNamespace(device=torch.device("cpu"), world_size=1),
+    scaler, precision = torch.amp.GradScaler("cpu", enabled=False), choose_precision("cpu", "fp32")
+    step = train_step(
+        model, optimizer, scaler, batches, lr, precision=precision, grad_accum=grad_accum, grad_clip=grad_clip
     )
-    return train_step(state, batches, lr)[0]
+    return step[0]
 
 
 def check_training_step(training_step) -> bool:

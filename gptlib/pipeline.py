@@ -1,4 +1,4 @@
-"""The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
+"""The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 
 Hand-written plumbing, not generated from a notebook: each stage is taught by its own notebook (01 to 06);
 this module only chains them, and reuses a finished stage while its inputs are unchanged:
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import CheckpointError, load_trained, read_metrics
 from .corpus import data_dir, open_corpus
 from .data import DataConfig, open_split, prepare
 from .display import save_plots
 from .files import atomic_write, write_json
 from .quality import TrainingText, reference_losses, sample_quality
+from .run_folder import CheckpointError, load_trained, read_metrics
 from .tokenizer import Tokenizer
 from .train import TrainConfig, sample_text, train
 
@@ -43,9 +43,8 @@ SAMPLING = {"temperature": 0.8, "top_k": 50}  # how `make run` samples from the 
 SAMPLE_SEEDS = 3  # samples whose quality is measured; the first is printed
 VAL_FRACTION = 0.05  # of the documents held out: 2 of Shakespeare's 42 plays
 
-TRAINED_ON = (
-    "trained_on.json"  # beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
-)
+# beside a tokenizer made by prepare_tokenizer: the corpus and vocab it was trained for
+TRAINED_ON = "trained_on.json"
 
 
 def prepare_tokenizer(
@@ -82,8 +81,9 @@ class PreparedData:
 
 
 def prepare_data(corpus: str, vocab_size: int, root, *, log=print, progress: bool = True) -> PreparedData:
-    """The tokenizer (`root/tokenizers/NAME-V`) and shards (`root/shards/NAME-V`, 2 of Shakespeare's 42 plays
-    held out) of `corpus`, each made unless it already is from the same inputs. The notebooks' one setup."""
+    """The tokenizer (`root/tokenizers/NAME-V`) and shards (`root/shards/NAME-V`, 2 of Shakespeare's 42
+    plays held out) of `corpus`, each made unless it already is from the same inputs. The notebooks' one
+    setup."""
     say = log or (lambda line: None)
     name = corpus if "/" not in corpus and "." not in corpus else Path(corpus).stem or "corpus"
     tok_dir = Path(root) / "tokenizers" / f"{name}-{vocab_size}"
@@ -126,7 +126,10 @@ def run_pipeline(
     data = prepare_data(corpus, cfg.vocab_size, root, log=log, progress=progress)
     tokenizer, tok_dir, shards, name = data.tokenizer, data.tokenizer_dir, data.shards, data.name
     run = root / "runs" / f"{name}-{preset}"
-    cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run))
+    if tokenizer.n_vocab != cfg.vocab_size:  # a small corpus ran out of pairs to merge before vocab_size
+        say(f"   the tokenizer has {tokenizer.n_vocab} ids, not {cfg.vocab_size}: so has the model")
+    # vocab_size is the number of token ids, the tokenizer's and the model's alike
+    cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run), vocab_size=tokenizer.n_vocab)
     say(f"== training the {preset!r} preset in {run}")
     try:
         history = train(cfg, callback=callback, log=log, progress=progress)
@@ -141,9 +144,7 @@ def run_pipeline(
         sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
         for i in range(SAMPLE_SEEDS)
     ]
-    continuations = [
-        sample[len(prompt) :] for sample in samples
-    ]  # the prompt's own words and heading not counted
+    continuations = [sample[len(prompt) :] for sample in samples]  # the prompt's own words not counted
     quality = sample_quality(continuations, TrainingText.from_split(train_tokens, tokenizer))
     atomic_write(run / "sample.txt", (samples[0] + "\n").encode())
     best = next((r for r in read_metrics(run) if r["kind"] == "val" and r["step"] == meta["step"]), None)

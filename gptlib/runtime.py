@@ -1,28 +1,42 @@
-"""Where and how a training process runs: its device, its place in a `torchrun` group, `torch.compile`, and
-Ctrl-C / SIGTERM turned into a clean stop.
+"""Where and how a training process runs: device, `torchrun` group, compile, RNGs, signals.
 
 Hand-written plumbing, not generated from a notebook: 06_training explains why each exists; nothing here
 is about GPTs. The device and the distributed group are decided once (`setup_distributed`), and callers
-ask the returned `Distributed` (`is_main`, `all_reduce_sum`) instead of reading `RANK` again.
+ask the returned `Distributed` (`is_main`, `all_reduce_sum`) instead of reading `RANK` again. The random
+generators a training process draws from (torch's, numpy's and Python's) are seeded, captured and restored
+here (`seed_everything`, `rng_state`, `set_rng_state`), so that a checkpoint can hold them; `torch.compile`
+is tried and falls back to eager (`training_module`); Ctrl-C and SIGTERM become a flag (`StopRequest`).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import threading
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from .errors import GptlibError
+
 __all__ = [
+    "DeviceError",
     "Distributed",
     "resolve_device",
     "setup_distributed",
+    "seed_everything",
+    "rng_state",
+    "set_rng_state",
     "compile_or_fallback",
     "training_module",
     "StopRequest",
 ]
+
+
+class DeviceError(GptlibError, ValueError):
+    "A device this machine does not have, or a name that is not a device (`--device`)."
 
 
 @dataclass
@@ -66,7 +80,7 @@ class Distributed:
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     """`auto` picks CUDA (this process's local rank), then MPS, then the CPU. A device this machine does not
-    have is a `ValueError` that says so."""
+    have is a `DeviceError` that says so."""
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda", local_rank)
@@ -76,28 +90,29 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from e
+        raise DeviceError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from e
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(
+            raise DeviceError(
                 f"device {name!r}: this torch has no CUDA or sees no GPU; use --device cpu (or auto)"
             )
         if device.index is None:
             device = torch.device("cuda", local_rank)
         if device.index >= torch.cuda.device_count():
-            raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+            raise DeviceError(f"device {name!r}: only {torch.cuda.device_count()} GPU(s) are visible")
     elif device.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ValueError(
+            raise DeviceError(
                 f"device {name!r}: MPS (Apple GPUs) is not available here; use --device cpu (or auto)"
             )
     elif device.type != "cpu":
-        raise ValueError(f"device {name!r} is not supported: use auto, cpu, cuda, cuda:N or mps")
+        raise DeviceError(f"device {name!r} is not supported: use auto, cpu, cuda, cuda:N or mps")
     return device
 
 
 def setup_distributed(device_name: str) -> Distributed:
-    "Join the process group `torchrun` describes in the environment (gloo on CPU, NCCL on CUDA); one process otherwise."
+    """Join the process group `torchrun` describes in the environment (gloo on CPU, NCCL on CUDA); one
+    process otherwise."""
     import torch.distributed as dist
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -111,6 +126,45 @@ def setup_distributed(device_name: str) -> Distributed:
             torch.cuda.set_device(device)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank, device, owns)
+
+
+# --- the random generators a training process draws from ----------------------------------------------
+
+
+def seed_everything(seed: int) -> None:
+    "Seed torch's (dropout), numpy's and Python's global generators."
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def rng_state() -> dict:
+    "Every random number generator training touches, as tensors, ints and lists (loadable with weights_only)."
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    version, py_state, gauss = random.getstate()
+    state = {
+        "torch": torch.get_rng_state(),
+        # numpy's uint32 key array as int64: a tensor, so that torch.load(weights_only=True) reads it
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "python": [version, list(py_state), gauss],
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    "Restore the generators `rng_state` captured: the next random numbers are the ones that would have come."
+    torch.set_rng_state(state["torch"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    version, py_state, gauss = state["python"]
+    random.setstate((version, tuple(py_state), gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --- what a step calls -----------------------------------------------------------------------------------
 
 
 def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module, str]:
@@ -147,6 +201,9 @@ def training_module(model, dist: Distributed, precision, *, compile: bool = Fals
             forward, device_ids=[dist.device.index] if dist.device.type == "cuda" else None
         )
     return forward, note
+
+
+# --- signals ------------------------------------------------------------------------------------------------
 
 
 class StopRequest:

@@ -1,4 +1,5 @@
-"""DDP on CPU: two processes under torchrun (gloo) with the same global batch follow one process's loss curve."""
+"""DDP on CPU: two processes under torchrun (gloo) with the same global batch follow one process's loss
+curve."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gptlib.checkpoint import list_checkpoints, read_checkpoint_meta, read_metrics
+from gptlib.run_folder import list_checkpoints, read_checkpoint_meta, read_metrics
 from gptlib.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +28,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(small_data, 
         "checkpoint_every": 6,
         "context": 32,
         "dropout": 0.0,
+        "vocab_size": 300,  # small_data's tokenizer
     }
     single = train(
         TrainConfig.preset("tiny", out=str(tmp_path / "one"), micro_batch=8, **common),

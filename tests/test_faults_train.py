@@ -1,9 +1,11 @@
-"""Faults around training, from the command line: damaged checkpoints, metrics and validation data, signals, bad
-numbers, devices this machine lacks, unwritable or full disks, two writers. Every error is one `error: ...`
-line and exit code 2; a run that can go on, goes on."""
+"""Faults around training, from the command line: damaged checkpoints, metrics and validation data, signals,
+bad numbers, devices this machine lacks, unwritable or full disks, two writers, folders that are not runs.
+Every error is one `error: ...` line and exit code 2; a run that can go on, goes on."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlib.checkpoint import list_checkpoints, read_checkpoint_meta, read_metrics
+from gptlib.files import sha256_file
+from gptlib.run_folder import RUN_MARKER, list_checkpoints, read_checkpoint_meta, read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,6 +35,7 @@ def flags(small_data, out, **overrides) -> list[str]:
         "keep_last": 1,
         "micro_batch": 4,
         "context": 32,
+        "vocab_size": 300,  # small_data's tokenizer
         "precision": "fp32",
         **overrides,
     }
@@ -50,7 +54,8 @@ def gptlib(*args, timeout=120, **kwargs) -> subprocess.CompletedProcess:
 
 
 def with_patch(patch: str, *args) -> subprocess.CompletedProcess:
-    "Run the command line in a child whose `patch` (Python source) ran first: to simulate full or read-only disks."
+    """Run the command line in a child whose `patch` (Python source) ran first: to simulate full or read-only
+    disks."""
     code = (
         textwrap.dedent(patch)
         + f"\nfrom gptlib.cli import main\nraise SystemExit(main({[str(a) for a in args]!r}))\n"
@@ -76,6 +81,21 @@ def damage(path: Path) -> None:
 
 def train_losses(run: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in read_metrics(run) if r["kind"] == "train"]
+
+
+def dead_pid() -> int:
+    "The pid of a process that has ended (a child that printed it and exited)."
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(child.stdout)
+
+
+def rehash(checkpoint: Path) -> None:
+    "Record the sha256 of the checkpoint's files as they are now, as someone who edited them might."
+    meta = json.loads((checkpoint / "checkpoint.json").read_text())
+    meta["files"] = {name: sha256_file(checkpoint / name) for name in meta["files"]}
+    (checkpoint / "checkpoint.json").write_text(json.dumps(meta))
 
 
 # --- checkpoints --------------------------------------------------------------------------------------------
@@ -121,12 +141,12 @@ def test_a_kill_during_pruning_leaves_nothing_that_stops_the_run(small_data, tmp
     run = tmp_path / "run"
     patch = """
         import os, signal, shutil
-        import gptlib.checkpoint as checkpoint
+        import gptlib.run_folder as run_folder
         def rmtree_then_die(path, *args, **kwargs):
             victims = sorted(os.listdir(path))
             os.remove(os.path.join(path, victims[0]))  # half deleted
             os.kill(os.getpid(), signal.SIGKILL)
-        checkpoint.shutil.rmtree = rmtree_then_die
+        run_folder.shutil.rmtree = rmtree_then_die
     """
     result = with_patch(patch, "train", "start", *flags(small_data, run))
     assert result.returncode == -9, result.stderr
@@ -142,22 +162,65 @@ def test_a_kill_during_pruning_leaves_nothing_that_stops_the_run(small_data, tmp
 def test_stale_temporary_checkpoint_folders_are_removed_on_resume(small_data, tmp_path):
     run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    stale = run / "checkpoints" / f".step-0000008.tmp-{dead.stdout.strip()}-0123abcd"
+    stale = run / "checkpoints" / f".step-0000008.tmp-{dead_pid()}-0123abcd"
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"half")
     assert gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4)).returncode == 0
     assert not stale.exists()
 
 
-# --- data the run reads ---------------------------------------------------------------------------------------
+def test_dead_processes_temporaries_beside_the_metrics_and_config_are_removed(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    pid = dead_pid()
+    stale = [run / f".metrics.jsonl.tmp-{pid}-0123abcd", run / f".config.json.tmp-{pid}-4567cdef"]
+    for path in stale:
+        path.write_text("half written")
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4)).returncode == 0
+    assert not any(path.exists() for path in stale)
+
+
+def test_a_state_pt_of_another_checkpoint_is_refused_though_its_checksum_was_made_to_match(
+    small_data, tmp_path
+):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8, keep_last=3)).returncode == 0
+    older, newer = list_checkpoints(run)
+    shutil.copy(older / "state.pt", newer / "state.pt")
+    rehash(newer)
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=12, decay_steps=8))
+    one_error_line(result, "state.pt is of step 4, not 8")
+
+
+def test_optimizer_moments_of_another_shape_are_refused_rather_than_crashing(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    latest = list_checkpoints(run)[-1]
+    state = torch.load(latest / "state.pt", weights_only=True)
+    state["optimizer"]["state"][0]["exp_avg"] = torch.zeros(7, 3)  # as from a model of another shape
+    torch.save(state, latest / "state.pt")
+    rehash(latest)
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
+    one_error_line(result, "exp_avg of parameter 0 has another shape")
+
+
+def test_a_checkpoint_whose_step_was_edited_is_skipped_as_damaged(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=8, keep_last=3)).returncode == 0
+    newer = list_checkpoints(run)[-1]
+    meta = json.loads((newer / "checkpoint.json").read_text())
+    (newer / "checkpoint.json").write_text(json.dumps({**meta, "step": 35}))  # the log would jump to 35
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=12, decay_steps=8))
+    assert result.returncode == 0, result.stderr
+    assert "says step 35, but the folder is step-0000008" in result.stdout
+    assert "resuming from step-0000004" in result.stdout
+    assert [step for step, _ in train_losses(run)] == list(range(1, 13))
+
+
+# --- data the run reads -------------------------------------------------------------------------------------
 
 
 def test_a_damaged_validation_split_is_found_before_the_first_step(small_data, tmp_path):
-    import shutil
-
     shards = tmp_path / "shards"
     shutil.copytree(small_data / "shards", shards)
     damage(next((shards / "val").glob("*.ds")))
@@ -190,7 +253,7 @@ def test_a_damaged_line_in_the_middle_of_the_metrics_drops_only_itself(small_dat
     assert steps == [s for s in range(1, 13) if s != 3], "only the torn record is missing"
 
 
-# --- signals, numbers, devices ---------------------------------------------------------------------------------
+# --- signals, numbers, devices ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -236,7 +299,7 @@ def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, dev
     one_error_line(gptlib("sample", "--run", tmp_path / "ok", "--device", device), device)
 
 
-# --- where the run writes ---------------------------------------------------------------------------------------
+# --- where the run writes -----------------------------------------------------------------------------------
 
 
 def test_out_that_is_a_file_is_one_error_line(small_data, tmp_path):
@@ -261,7 +324,7 @@ def test_an_unwritable_run_folder_is_one_error_line(small_data, tmp_path):
     )
 
 
-@pytest.mark.parametrize("what", ["state.pt", "model.safetensors"])
+@pytest.mark.parametrize("what", ["state.pt", "state.pt, as torch's writer says it", "model.safetensors"])
 def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_older_ones(
     small_data, tmp_path, what
 ):
@@ -275,6 +338,12 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_o
                 raise OSError(errno.ENOSPC, "No space left on device", str(path))
             torch.save = full
         """,
+        "state.pt, as torch's writer says it": """
+            import torch
+            def full(obj, path, *a, **k):
+                raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4352 vs 4240")
+            torch.save = full
+        """,
         "model.safetensors": """
             import safetensors.torch
             from safetensors import SafetensorError
@@ -284,7 +353,10 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_o
         """,
     }[what]
     result = with_patch(patch, "train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
-    one_error_line(result, "No space left on device" if what == "state.pt" else "StorageFull")
+    needle = {"state.pt": "No space left on device", "model.safetensors": "StorageFull"}.get(
+        what, "enforce fail"
+    )
+    one_error_line(result, needle)
     assert {p.name: (p / "checkpoint.json").read_bytes() for p in list_checkpoints(run)} == before
     assert not list((run / "checkpoints").glob(".*")), "the half-written checkpoint is removed"
 
@@ -309,3 +381,51 @@ def test_a_second_writer_on_the_same_run_is_refused_and_a_dead_ones_lock_is_free
     result = gptlib("train", "start", *flags(small_data, run, max_steps=4))
     assert result.returncode == 0, result.stderr  # the kernel released the dead writer's lock
     assert read_checkpoint_meta(list_checkpoints(run)[-1])["step"] == 4
+
+
+def test_a_folder_of_the_users_is_refused_and_nothing_in_it_is_touched(small_data, tmp_path):
+    out = tmp_path / "experiment"
+    out.mkdir()
+    mine = {
+        "config.json": '{"mine": 1}\n',
+        "metrics.jsonl": '{"kind": "mine"}\n',
+        "training.png": "not a png",
+    }
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    one_error_line(gptlib("train", "start", *flags(small_data, out)), str(out), "is not a gptlib run")
+    assert {p.name: p.read_text() for p in out.iterdir()} == mine, "nothing added, overwritten or deleted"
+
+
+def test_a_run_folder_has_its_marker_and_a_run_of_an_older_gptlib_still_resumes(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    assert (run / RUN_MARKER).is_file()
+    (run / RUN_MARKER).unlink()  # as runs were before they had one: known by their gptlib checkpoints
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
+    assert result.returncode == 0, result.stderr
+    assert "resuming from step-0000004" in result.stdout and (run / RUN_MARKER).is_file()
+
+
+def test_a_tokenizer_of_another_size_is_refused_before_the_run_folder_is_made(small_data, tmp_path):
+    run = tmp_path / "run"
+    result = gptlib("train", "start", *flags(small_data, run), "--vocab-size=512")
+    one_error_line(result, "has 300 ids but vocab_size is 512", "--vocab-size 300")
+    assert not run.exists()
+
+
+def test_pruning_that_cannot_remove_a_checkpoint_never_stops_the_run(small_data, tmp_path):
+    run = tmp_path / "run"
+    patch = """
+        import gptlib.run_folder as run_folder
+        def refuse(source, target):  # as in a folder made immutable (chattr +i)
+            raise PermissionError(1, "Operation not permitted", str(source))
+        run_folder.rename = refuse
+    """
+    result = with_patch(patch, "train", "start", *flags(small_data, run, keep_last=1))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "could not prune step-" in result.stdout
+        and "(Operation not permitted); the run goes on" in result.stdout
+    )
+    assert read_checkpoint_meta(list_checkpoints(run)[-1])["step"] == 12

@@ -1,7 +1,9 @@
-"""gptlib.train: configuration, the loop, exact resume, checkpoint validation, signals, fp16 skips, the pipeline."""
+"""gptlib.train: configuration, the step, the loop, exact resume, checkpoint validation, signals, fp16 skips,
+the pipeline."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import signal
@@ -14,18 +16,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlib.checkpoint import (
+from gptlib.cli import config_from_args, train_parser
+from gptlib.config import ConfigError
+from gptlib.data import read_manifest
+from gptlib.pipeline import PROMPT, run_pipeline
+from gptlib.run_folder import (
     CheckpointError,
     list_checkpoints,
     load_trained,
     read_checkpoint_meta,
     read_metrics,
 )
-from gptlib.cli import config_from_args, train_parser
-from gptlib.data import read_manifest
-from gptlib.pipeline import PROMPT, run_pipeline
 from gptlib.runtime import compile_or_fallback
-from gptlib.train import TrainConfig, evaluate, sample_text, train
+from gptlib.train import TrainConfig, evaluate, run_precision, sample_text, train, train_step
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,6 +45,7 @@ def tiny(small_data, out, **overrides) -> TrainConfig:
         "checkpoint_every": 4,
         "micro_batch": 4,
         "context": 32,
+        "vocab_size": 300,  # small_data's tokenizer
     }
     return TrainConfig.preset("tiny", **{**base, **overrides})
 
@@ -102,7 +106,42 @@ def test_every_flag_explains_its_field():
         assert " ".join(text.split()) in shown, f"--{f.name.replace('_', '-')} does not show its description"
 
 
-# --- the loop ---------------------------------------------------------------------------------------------
+def test_a_tokenizer_of_another_size_is_refused_before_anything_is_written(small_data, tmp_path):
+    with pytest.raises(ConfigError, match="has 300 ids but vocab_size is 512"):
+        train(tiny(small_data, tmp_path / "run", vocab_size=512), log=None, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+# --- the step and the loop --------------------------------------------------------------------------------
+
+
+def test_train_step_takes_what_it_uses_and_is_the_step_written_out(small_data):
+    """`train_step` on a bare model, optimizer, scaler and batches (no run, no state object) is the step
+    written out by hand: the learning rate set, the micro-batch losses averaged, one clip, one AdamW step."""
+    from gptlib.model import GPT
+    from gptlib.optim import choose_precision, make_adamw
+
+    torch.manual_seed(0)
+    model = GPT(tiny(small_data, "unused").model_config())
+    twin = copy.deepcopy(model)
+    micro = [(torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))) for _ in range(2)]
+    optimizer, by_hand = make_adamw(model, lr=1e-3, fused=False)[0], make_adamw(twin, lr=1e-3, fused=False)[0]
+    scaler, fp32 = torch.amp.GradScaler("cpu", enabled=False), choose_precision("cpu", "fp32")
+    loss, norm, scale, skipped = train_step(
+        model, optimizer, scaler, iter(micro), 2e-3, precision=fp32, grad_accum=2, grad_clip=0.5
+    )
+    for group in by_hand.param_groups:
+        group["lr"] = 2e-3
+    total = torch.zeros(())
+    for x, y in micro:
+        _, part = twin(x, y)
+        (part / 2).backward()
+        total += part.detach()
+    want_norm = torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5)
+    by_hand.step()
+    assert torch.equal(loss, total / 2) and torch.equal(norm, want_norm) and (scale, skipped) == (1.0, False)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters()))
+    assert all(p.grad is None for p in model.parameters()), "the gradients are cleared for the next step"
 
 
 def test_tiny_run_lowers_the_loss_and_writes_metrics(small_data, tmp_path):
@@ -236,6 +275,8 @@ def test_sigterm_saves_a_valid_checkpoint_and_exits_143(small_data, tmp_path):
         "4",
         "--context",
         "32",
+        "--vocab-size",
+        "300",
     ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -279,7 +320,7 @@ def test_bits_per_byte_counts_text_bytes_and_leaves_out_specials(small_data):
     from gptlib.tokenizer import Tokenizer
 
     tok = Tokenizer.load(small_data / "tokenizer")
-    model = GPT(tiny(small_data, "unused").model_config(tok.n_vocab))
+    model = GPT(tiny(small_data, "unused").model_config())
     x = torch.tensor([[tok.bos_id, 65, 66, 256]])  # 256: the first merged token
     y = torch.tensor([[65, 66, 256, tok.eos_id]])
     result = evaluate(
@@ -383,6 +424,20 @@ def test_sample_command_prints_text(small_data, tmp_path):
     assert result.stdout.startswith("ROMEO:")
 
 
+def test_a_resume_may_change_only_the_fields_marked_resumable(small_data, tmp_path):
+    cfg = tiny(small_data, tmp_path / "run", max_steps=8)
+    full = train(replace(cfg, out=str(tmp_path / "full")), log=None, progress=False)
+    train(cfg, until_step=4, log=None, progress=False)
+    with pytest.raises(
+        CheckpointError, match=r"different configuration \(max_lr: checkpoint 0.003 vs now 0.001\)"
+    ):
+        train(replace(cfg, max_lr=1e-3), log=None, progress=False)
+    # where and how it runs, and when it logs, validates and saves: the same steps follow
+    elsewhere = replace(cfg, log_every=2, eval_every=3, keep_last=3, loader_workers=1)
+    resumed = losses(train(elsewhere, log=None, progress=False))
+    assert set(resumed) <= set(losses(full)) and [s for s, _ in resumed] == [1, 2, 3, 4, 6, 8]
+
+
 def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp_path):
     cfg = tiny(small_data, tmp_path / "run", max_steps=8)
     train(cfg, log=None, progress=False)
@@ -423,14 +478,16 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
     """`precision=auto` measures the CPU at start-up; a resume must not switch precision when the measurement
     comes out otherwise (a busy machine), or it would not continue the run exactly."""
     import gptlib.optim
-    from gptlib.checkpoint import precision_of_run
 
     monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 3.0)  # bf16 measured fast
     cfg = tiny(small_data, tmp_path / "run", precision="auto")
     first = train(cfg, until_step=4, log=None, progress=False)
-    assert read_checkpoint_meta(list_checkpoints(cfg.out)[-1])["precision"] == "bf16"
-    assert precision_of_run(cfg.out, "auto") == "bf16" and precision_of_run(cfg.out, "fp32") == "fp32"
-    assert precision_of_run(tmp_path / "elsewhere", "auto") == "auto"
+    meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
+    assert meta["precision"] == "bf16"
+    assert (
+        run_precision(cfg, meta) == "bf16" and run_precision(replace(cfg, precision="fp32"), meta) == "fp32"
+    )
+    assert run_precision(cfg, None) == "auto"
     monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 1.0)  # now measured slow
     second = train(cfg, log=None, progress=False)
     started = [r["message"] for r in second if r["kind"] == "event" and "resuming" in r["message"]]

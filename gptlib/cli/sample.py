@@ -1,6 +1,6 @@
 """`sample --run FOLDER`: text from a trained run's best or latest checkpoint.
 
-Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.checkpoint`
+Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.run_folder`
 (the run's model and tokenizer), `gptlib.runtime` (the device) and `gptlib.train.sample_text`.
 
     sample --run FOLDER [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gptlib.checkpoint import load_trained
 from gptlib.config import parse_path
+from gptlib.run_folder import load_trained
 from gptlib.runtime import resolve_device
 from gptlib.train import sample_text
 

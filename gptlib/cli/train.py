@@ -16,8 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from gptlib.checkpoint import read_metrics
 from gptlib.display import save_plots
+from gptlib.run_folder import read_metrics
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
 from ._shared import Parser, UsageError, add_preset, signal_exit_code

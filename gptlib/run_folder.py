@@ -1,0 +1,395 @@
+"""A training run's folder: marker, lock, checkpoints, the resume point, the metrics log.
+
+Hand-written plumbing, not generated from a notebook: 06_training teaches what a checkpoint must hold to
+resume bit for bit; this module keeps the folder it lives in. A run folder holds
+
+    gptlib-run.json             the marker: gptlib made this folder for a run (any other non-empty folder
+                                is refused, so that nothing of the user's is overwritten or deleted)
+    .lock                       one writer at a time (`gptlib.files.FolderLock`)
+    config.json                 the resolved config of the latest start
+    tokenizer/                  the tokenizer the run trains with, copied when the run begins
+    metrics.jsonl               one JSON record per line (train, val and event records)
+    checkpoints/step-NNNNNNN/   model.safetensors, state.pt, checkpoint.json (written last)
+
+The store does not know what it saves. A checkpoint is three opaque parts, as in nanochat's
+`save_checkpoint(dir, step, model_data, optimizer_data, meta_data)`: a torch module whose weights go to
+`model.safetensors`, a dict of tensors and plain values for `state.pt` (loadable with
+`torch.load(weights_only=True)`, which runs no pickled code), and a JSON-able dict of metadata for
+`checkpoint.json`, to which the store adds the format, the step and the sha256 of both files. The store
+reads three keys of the metadata: `val_loss` (which checkpoint is best), and, to rebuild a trained model
+(`load_trained`), `model_config` and `tokenizer_fingerprint`.
+
+- `RunFolder`: the folder opened by the process that trains in it: refusing strangers, the marker, the
+  lock, dead processes' temporaries removed; the resume point (`resume_point`: the newest intact
+  checkpoint, damaged newer ones skipped with the reason), `begin` (a new run), `save_config`,
+  `save_checkpoint` and `prune` (the last few and the best kept; pruning never stops a run);
+- `MetricsLog`, `read_metrics`: the records, truncated to the resume step when a run continues;
+- reading a finished run: `list_checkpoints`, `read_checkpoint_meta`, `verify_checkpoint`,
+  `load_checkpoint`, `load_trained`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import torch
+
+from .config import ConfigError, checked_int
+from .errors import GptlibError
+from .files import (
+    FolderLock,
+    atomic_write,
+    build_folder,
+    read_json_document,
+    remove_stale_temporaries,
+    rename,
+    sha256_file,
+    temporary_name,
+    write_json,
+)
+from .model import GPT, GPTConfig
+from .tokenizer import Tokenizer
+
+__all__ = [
+    "RUN_MARKER",
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "CheckpointError",
+    "RunFolder",
+    "list_checkpoints",
+    "read_checkpoint_meta",
+    "verify_checkpoint",
+    "load_checkpoint",
+    "load_trained",
+    "MetricsLog",
+    "read_metrics",
+]
+
+RUN_MARKER = "gptlib-run.json"
+RUN_FORMAT, RUN_VERSION = "gptlib-run", 1
+CHECKPOINT_FORMAT = "gptlib-checkpoint"
+CHECKPOINT_VERSION = 2  # 2: model_config has attn_dropout
+_FILES = ("model.safetensors", "state.pt")
+
+
+class CheckpointError(GptlibError, ValueError):
+    """A run folder or checkpoint that cannot be used: missing, damaged, of another format, not made by
+    gptlib, or not matching the run that would continue from it."""
+
+
+# --- one checkpoint -------------------------------------------------------------------------------------
+
+
+def _step_folder(step: int) -> str:
+    return f"step-{step:07d}"
+
+
+def save_checkpoint(folder, step: int, model, state: dict, meta: dict) -> Path:
+    """Write checkpoint `folder/step-NNNNNNN`: `model`'s weights to `model.safetensors`, `state` to
+    `state.pt`, then `checkpoint.json` (`meta` with the format, the step and both files' sha256), last.
+    It is built under a temporary name and swapped in whole: a kill or a full disk leaves the older
+    checkpoints as they were, and the same step saved again (after a resume) replaces its older copy."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_model
+
+    final = Path(folder) / _step_folder(step)
+    with build_folder(final) as work:
+        try:
+            # save_model, not save_file: it writes a tied weight (the LM head is the embedding) once
+            save_model(model, str(work / "model.safetensors"), metadata={"format": CHECKPOINT_FORMAT})
+            torch.save(state, work / "state.pt")
+        except (SafetensorError, RuntimeError) as e:  # how both writers report a full disk, for one
+            raise CheckpointError(f"{final} could not be written: {str(e).splitlines()[0]}") from e
+        files = {name: sha256_file(work / name) for name in _FILES}
+        document = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step}
+        write_json(work / "checkpoint.json", {**document, **meta, "files": files})
+    return final
+
+
+def read_checkpoint_meta(path) -> dict:
+    """The validated `checkpoint.json` of checkpoint folder `path` (its files are not hashed: that is
+    `verify_checkpoint`, for the one checkpoint about to be loaded)."""
+    path = Path(path)
+    if not (path / "checkpoint.json").is_file():
+        raise CheckpointError(f"{path} is not a checkpoint: it has no checkpoint.json")
+    meta = read_json_document(
+        path / "checkpoint.json",
+        format=CHECKPOINT_FORMAT,
+        version=CHECKPOINT_VERSION,
+        error=CheckpointError,
+        what="checkpoint",
+        required=("step", "files", "val_loss"),
+    )
+    try:
+        step = checked_int(meta["step"], f"the step in {path / 'checkpoint.json'}", low=0)
+    except ConfigError as e:
+        raise CheckpointError(f"{path / 'checkpoint.json'} is malformed: {e}") from e
+    if not isinstance(meta["files"], dict) or set(meta["files"]) != set(_FILES):
+        raise CheckpointError(f"{path / 'checkpoint.json'} is malformed: bad file list")
+    if not isinstance(meta["val_loss"], (float, type(None))):  # json reads every non-integral number as float
+        raise CheckpointError(f"{path / 'checkpoint.json'} is malformed: val_loss is {meta['val_loss']!r}")
+    if path.name.startswith("step-") and path.name != _step_folder(step):
+        # an edited step would make the run's log jump, or repeat steps
+        raise CheckpointError(f"{path / 'checkpoint.json'} says step {step}, but the folder is {path.name}")
+    return meta
+
+
+def verify_checkpoint(path, meta: dict) -> None:
+    "Check that the files of checkpoint `path` are there and match the sha256 recorded in `meta`."
+    for name, expected in meta["files"].items():
+        file = Path(path) / name
+        if not file.is_file():
+            raise CheckpointError(f"{path} is incomplete: {name} is missing")
+        if sha256_file(file) != expected:
+            raise CheckpointError(
+                f"{file} is corrupted: its sha256 differs from the one recorded in checkpoint.json"
+            )
+
+
+def load_checkpoint(path, model, *, state: bool = True, meta: dict | None = None) -> tuple[dict, dict]:
+    """Load checkpoint `path`'s weights into `model` and return `(meta, state)` (`state` is `{}` when not
+    asked for). Its files are checked against their checksums first, unless `meta` is given: then the
+    caller has verified them (`RunFolder.resume_point` does)."""
+    from safetensors.torch import load_model
+
+    if meta is None:
+        meta = read_checkpoint_meta(path)
+        verify_checkpoint(path, meta)
+    try:
+        load_model(model, str(Path(path) / "model.safetensors"))
+        saved = torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=True) if state else {}
+    except Exception as e:  # safetensors and torch raise several kinds; all mean "unreadable"
+        raise CheckpointError(f"{path} could not be read: {e}") from e
+    return meta, saved
+
+
+# --- the checkpoints of a run -----------------------------------------------------------------------------
+
+
+def list_checkpoints(run) -> list[Path]:
+    "The finished checkpoint folders of a run, oldest first."
+    folder = Path(run) / "checkpoints"
+    return sorted(p for p in folder.glob("step-*") if p.is_dir()) if folder.is_dir() else []
+
+
+def _checkpoints(run) -> list[tuple[Path, dict | None, str | None]]:
+    """Every checkpoint of `run`, oldest first, with its metadata, or with None and the reason it does not
+    read: the one walk over a run's checkpoints."""
+    found = []
+    for path in list_checkpoints(run):
+        try:
+            found.append((path, read_checkpoint_meta(path), None))
+        except CheckpointError as e:
+            found.append((path, None, str(e)))
+    return found
+
+
+def _best_first(meta: dict) -> tuple[float, int]:
+    """The order of the best checkpoint: the lowest validation loss first, the latest among equals, those
+    never validated last."""
+    return (math.inf if meta["val_loss"] is None else meta["val_loss"], -meta["step"])
+
+
+def _newest_intact(run) -> tuple[Path | None, dict | None, list[tuple[Path, str]]]:
+    """The newest checkpoint whose metadata reads and whose files match their checksums, its metadata, and
+    the newer ones skipped with the reason; `(None, None, skipped)` when none is intact."""
+    skipped = []
+    for path, meta, problem in reversed(_checkpoints(run)):
+        if meta is not None:
+            try:
+                verify_checkpoint(path, meta)
+                return path, meta, skipped
+            except CheckpointError as e:
+                problem = str(e)
+        skipped.append((path, problem))
+    return None, None, skipped
+
+
+def load_trained(run, which: str = "best", device="cpu") -> tuple[GPT, Tokenizer, dict]:
+    """The model of a run's `best` (lowest validation loss) or `latest` checkpoint in eval mode, its tokenizer
+    and the checkpoint's metadata. A damaged checkpoint is passed over for the next best (or newest) one."""
+    run = Path(run)
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+    walked = _checkpoints(run)
+    readable = [(path, meta) for path, meta, _ in walked if meta is not None]
+    if not readable:
+        damaged = [problem for _, meta, problem in walked if meta is None]
+        reason = f" ({len(damaged)} damaged: {damaged[-1]})" if damaged else ""
+        raise CheckpointError(f"{run} has no readable checkpoint{reason}: train it first")
+    if which == "best":
+        readable.sort(key=lambda found: _best_first(found[1]))
+    else:
+        readable.reverse()
+    tokenizer = Tokenizer.load(run / "tokenizer")
+    problems = []
+    for path, meta in readable:
+        if tokenizer.fingerprint() != meta.get("tokenizer_fingerprint"):
+            raise CheckpointError(f"{run / 'tokenizer'} is not the tokenizer {path} was trained with")
+        try:
+            model = GPT(GPTConfig.from_dict(meta.get("model_config")))
+            verify_checkpoint(path, meta)
+            load_checkpoint(path, model, state=False, meta=meta)
+        except (CheckpointError, GptlibError) as e:
+            problems.append(str(e))
+            continue
+        return model.to(device).eval(), tokenizer, meta
+    raise CheckpointError(f"no checkpoint of {run} could be loaded: {'; '.join(problems)}")
+
+
+# --- the run folder, opened to train in -----------------------------------------------------------------
+
+
+class RunFolder:
+    """The folder of one run, for the process that trains in it. `writer=False` (the other ranks of a
+    `torchrun` group) only reads: no lock, no marker, nothing written or removed.
+
+    Entering it refuses a folder that is not empty and is not a gptlib run (no marker), takes the lock, puts
+    the marker, and removes what processes that died left half-written (temporary files and folders)."""
+
+    def __init__(self, path, *, writer: bool = True):
+        self.path, self.writer = Path(path), writer
+        self.checkpoints = self.path / "checkpoints"
+        self.metrics = MetricsLog(self.path / "metrics.jsonl", enabled=writer)
+        self._lock = FolderLock(self.path, "run folder") if writer else None
+
+    def __enter__(self) -> RunFolder:
+        if self.writer:
+            _refuse_strangers(self.path)
+            self._lock.__enter__()
+            if not (self.path / RUN_MARKER).is_file():
+                write_json(self.path / RUN_MARKER, {"format": RUN_FORMAT, "version": RUN_VERSION})
+            for folder in (self.path, self.checkpoints):  # metrics and config, half-written checkpoints
+                remove_stale_temporaries(folder)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+        return False
+
+    def resume_point(self) -> tuple[Path | None, dict | None, list[tuple[Path, str]]]:
+        """`(path, meta, skipped)`: the checkpoint to continue from (its files checked against their sha256),
+        its metadata, and the newer ones that are damaged, with the reason. `(None, None, [])` for a new
+        run; a run whose checkpoints are all damaged is refused rather than started again over them."""
+        path, meta, skipped = _newest_intact(self.path)
+        if path is None and skipped:
+            raise CheckpointError(
+                f"{self.path} has checkpoints but none is intact ({skipped[0][1]}); "
+                "move them away to start again"
+            )
+        return path, meta, skipped
+
+    def begin(self, tokenizer) -> None:
+        "Start a new run: the checkpoints folder, a copy of the tokenizer (`tokenizer.save`), an empty log."
+        if self.writer:
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
+            tokenizer.save(self.path / "tokenizer")
+            self.metrics.truncate_after(-1)
+
+    def save_config(self, config: dict) -> None:
+        "The run's resolved config as `config.json`, for people and tools to read."
+        if self.writer:
+            write_json(self.path / "config.json", config)
+
+    def save_checkpoint(self, step: int, model, state: dict, meta: dict) -> Path:
+        "`save_checkpoint` into this run's `checkpoints/`."
+        return save_checkpoint(self.checkpoints, step, model, state, meta)
+
+    def prune(self, keep_last: int) -> list[str]:
+        """Delete all but the `keep_last` latest readable checkpoints and the best one, each renamed away
+        first (a kill mid-delete leaves a temporary folder, removed at the next start, not half a
+        checkpoint). A checkpoint whose metadata does not read is moved aside to `damaged-step-N`. Nothing
+        here stops the run: what cannot be moved or deleted is reported. Returns what to report."""
+        walked, notes = _checkpoints(self.path), []
+        good = [(path, meta) for path, meta, _ in walked if meta is not None]
+        keep = {path for path, _ in good[-keep_last:]}
+        if good:
+            keep.add(min(good, key=lambda found: _best_first(found[1]))[0])
+        for path, meta, problem in walked:
+            try:
+                if meta is None:
+                    aside = path.with_name(f"damaged-{path.name}")
+                    rename(path, aside)
+                    notes.append(f"moved the damaged checkpoint {path.name} aside to {aside.name}: {problem}")
+                elif path not in keep:
+                    doomed = temporary_name(path)
+                    rename(path, doomed)
+                    shutil.rmtree(doomed)
+            except OSError as e:
+                notes.append(f"could not prune {path.name} ({e.strerror or e}); the run goes on")
+        return notes
+
+
+def _refuse_strangers(path: Path) -> None:
+    """Refuse `path` unless it is missing, empty, or a gptlib run: one with the marker, or one an older
+    gptlib made before runs had it (its checkpoints read as gptlib's)."""
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is a file, not a run folder: choose another out folder")
+    if (path / RUN_MARKER).is_file():
+        read_json_document(
+            path / RUN_MARKER, format=RUN_FORMAT, version=RUN_VERSION, error=CheckpointError, what="run"
+        )
+        return
+    entries = sorted(entry.name for entry in path.iterdir() if entry.name != ".lock")
+    if not entries or any(meta is not None for _, meta, _ in _checkpoints(path)):
+        return
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    raise CheckpointError(
+        f"{path} is not empty ({shown}) and is not a gptlib run (it has no {RUN_MARKER}): "
+        "nothing of it is overwritten; choose a new or empty out folder"
+    )
+
+
+# --- the metrics log ------------------------------------------------------------------------------------
+
+
+def _parse_lines(path: Path) -> tuple[list[dict], int]:
+    """The records of a JSON-lines file and the number of damaged lines skipped (a last line cut short by a
+    kill is not counted: the record it held is written again)."""
+    records, damaged = [], 0
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            damaged += index < len(lines) - 1
+            continue
+        if isinstance(record, dict) and "kind" in record:
+            records.append(record)
+        else:
+            damaged += 1
+    return records, damaged
+
+
+class MetricsLog:
+    "Records as JSON lines in `run/metrics.jsonl`, appended and flushed one by one (rank 0 only)."
+
+    def __init__(self, path, enabled: bool = True):
+        self.path, self.enabled = Path(path), enabled
+
+    def truncate_after(self, step: int) -> tuple[list[dict], int]:
+        """Keep the records up to `step` (a resumed run repeats the later ones); return them and the number of
+        damaged lines dropped (a damaged line in the middle does not hide the records after it)."""
+        records, damaged = _parse_lines(self.path)
+        records = [r for r in records if r.get("step", 0) <= step]
+        if self.enabled and (self.path.is_file() or records):
+            atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in records).encode(), durable=False)
+        return records, damaged
+
+    def append(self, record: dict) -> None:
+        if self.enabled:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def read_metrics(run) -> list[dict]:
+    "The records of `run/metrics.jsonl` (damaged lines skipped)."
+    return _parse_lines(Path(run) / "metrics.jsonl")[0]
