@@ -277,6 +277,8 @@ def test_sigterm_saves_a_valid_checkpoint_and_exits_143(small_data, tmp_path):
         "32",
         "--vocab-size",
         "300",
+        "--precision",  # auto measures the machine, and the in-process reference below must do the same
+        "fp32",
     ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
