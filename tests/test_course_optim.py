@@ -13,6 +13,7 @@ from course import pieces
 LESSON_PIECES = [
     "param_groups",
     "AdamW",
+    "counted_activations",
     "lr_at",
     "clip_grad_norm",
     "accumulate_gradients",
@@ -189,6 +190,51 @@ def test_adamw_check_names_the_mistake(wrong, hint):
 
 def test_adamw_check_wants_an_optimizer_class():
     rejects("AdamW", lambda params, **settings: None, "a class derived from torch.optim.Optimizer")
+
+
+# --- counted_activations --------------------------------------------------------------------------------
+
+
+def count(*, vectors=16, residual_bytes=4, logit_bytes=4, attention_matrix=False, ids=True):
+    "A counted_activations with one mistake built in, the rest of it right."
+
+    def counted_activations(c, half):
+        product = 2 if half else 4
+        block = 2 * c.n_embd * residual_bytes + (vectors - 2) * c.n_embd * product + 16 + 4 * c.n_head
+        block += c.n_head * c.context * 4 if attention_matrix else 0
+        head = c.n_embd * 4 + 8 + c.n_embd * product + c.vocab_size * logit_bytes + (16 if ids else 0)
+        return block, head
+
+    return counted_activations
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (count(vectors=17), "the attention's output is counted twice"),
+        (count(attention_matrix=True), "the T x T attention matrix is counted"),
+        (count(logit_bytes=0), "the log-probabilities are missing"),
+        (count(ids=False), "the ids and the targets are missing"),
+    ],
+)
+def test_counted_activations_check_names_the_mistake(wrong, hint):
+    rejects("counted_activations", wrong, hint)
+
+
+def test_counted_activations_check_sees_what_autocast_keeps_in_16_bits():
+    "Right in fp32, wrong under autocast: the residual stream, or the log-probabilities, counted in 2 bytes."
+    right = count()
+
+    def residual_in_half(c, half):
+        block, head = right(c, half)
+        return block - (2 * c.n_embd * 2 if half else 0), head
+
+    def logits_in_half(c, half):
+        block, head = right(c, half)
+        return block, head - (c.vocab_size * 2 if half else 0)
+
+    rejects("counted_activations", residual_in_half, "the LayerNorms' inputs are counted in 2 bytes")
+    rejects("counted_activations", logits_in_half, "the log-probabilities are counted in 2 bytes")
 
 
 # --- lr_at ------------------------------------------------------------------------------------------------

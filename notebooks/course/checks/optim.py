@@ -15,6 +15,9 @@ object it stands for:
   each group's lr, betas, eps and weight_decay at every step and keeping each parameter's step count and
   moments in `self.state[p]`, so that `state_dict()` resumes it exactly. Reference: the lesson's (training
   runs torch's fused AdamW, `gptlib.optim.make_adamw`).
+- `counted_activations(config, half) -> (block, head)`: the bytes per token a block of a GPT of `config`
+  keeps for its backward pass, and those kept after the last block; `half`: under bf16 autocast. Checked
+  against what autograd saves (torch.autograd.graph.saved_tensors_hooks). Reference: the lesson's.
 - `lr_at(step, *, max_lr, min_lr, warmup_steps, decay_steps) -> float`: linear warmup (step 0 at
   max_lr / warmup_steps), cosine to min_lr at decay_steps, min_lr after. Reference: `gptlib.optim.lr_at`.
 - `clip_grad_norm(parameters, max_norm) -> Tensor`: the gradients of `parameters` (any iterable, a
@@ -263,6 +266,95 @@ def adamw(cls) -> str:
         "(state_dict() saves self.state and the groups, nothing else of the optimizer)",
     )
     return "4 steps equal to torch.optim.AdamW's: two groups, a changing lr, a missing gradient, and a resume"
+
+
+# --- counted_activations --------------------------------------------------------------------------------
+
+
+def _measured_per_token(config, half: bool) -> float:
+    """What autograd keeps per token for one forward pass of a fresh GPT of `config` (each storage once, the
+    parameters and, under bf16 autocast, their bf16 copies left out): the measurement the count must match."""
+    from gptlib.model import GPT
+
+    torch.manual_seed(0)
+    model = GPT(config)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(config.vocab_size, (2, 2, config.context), generator=g)
+    params, saved = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=half):
+            model(x, y)[1].backward()
+    copies = 2 * sum(p.numel() for p in model.parameters() if p.ndim >= 2) if half else 0
+    return (sum(saved.values()) - copies) / x.numel()
+
+
+def _count_with(c, half: bool, mistake=None) -> int:
+    "The count per token for `c`, with one of the usual mistakes built in (None: the right one)."
+    C, H, V, product = c.n_embd, c.n_head, c.vocab_size, 2 if half else 4
+    vectors = 17 if mistake == "attention_output_twice" else 16
+    residual = product if mistake == "residual_in_half" else 4
+    block = 2 * C * residual + (vectors - 2) * C * product + (0 if mistake == "no_stats" else 16 + 4 * H)
+    if mistake == "attention_matrix":
+        block += H * c.context * 4  # a row of T scores per head and token
+    logits = {"no_logits": 0, "logits_in_half": V * product}.get(mistake, V * 4)
+    head = C * 4 + (0 if mistake == "no_stats" else 8) + C * product + logits
+    head += 0 if mistake == "no_ids" else 16
+    return c.n_layer * block + head
+
+
+_COUNT_MISTAKES = {
+    "attention_output_twice": "the attention's output is counted twice: it is also the input of the next "
+    "product, one tensor, so a block keeps 16 vectors of width C",
+    "attention_matrix": "the T x T attention matrix is counted: the fused kernel recomputes it in the "
+    "backward pass and keeps only a log-sum-exp per head and token",
+    "no_logits": "the log-probabilities are missing: V values per token, kept for the loss's backward pass",
+    "logits_in_half": "the log-probabilities are counted in 2 bytes: the loss computes in fp32, so they "
+    "take 4 bytes even under autocast",
+    "residual_in_half": "the LayerNorms' inputs are counted in 2 bytes: they are the residual stream, "
+    "fp32 even under autocast (only what enters or leaves a matrix product is bf16)",
+    "no_stats": "the LayerNorms' statistics are missing: a mean and a standard deviation per token each "
+    "(and the attention's log-sum-exp per head)",
+    "no_ids": "the ids and the targets are missing: int64, 8 bytes per token each (the embedding's and the "
+    "loss's backward passes need them)",
+}
+
+
+@exercise(LESSON, reference="lesson", minutes=10)
+def counted_activations(fn) -> str:
+    from gptlib.model import GPTConfig
+
+    configs = [
+        GPTConfig(vocab_size=96, context=32, n_layer=2, n_head=2, n_embd=32, dropout=0.0, attn_dropout=0.0),
+        GPTConfig(vocab_size=64, context=8, n_layer=1, n_head=4, n_embd=48, dropout=0.0, attn_dropout=0.0),
+    ]
+    for c in configs:
+        for half in (False, True):
+            out = _calling("counted_activations", fn, c, half)
+            _expect(
+                isinstance(out, tuple) and len(out) == 2,
+                "return the tuple (bytes per token in each block, bytes per token after the last block)",
+            )
+            got, measured = c.n_layer * out[0] + out[1], _measured_per_token(c, half)
+            if abs(got - measured) <= 1e-3 * measured:
+                continue
+            where = (
+                f"for {c.n_layer} blocks of width {c.n_embd}, {c.n_head} heads, {c.vocab_size} tokens"
+                f"{' under bf16 autocast' if half else ''}: {got:,.0f} bytes per token counted, "
+                f"{measured:,.0f} kept by autograd"
+            )
+            for mistake, hint in _COUNT_MISTAKES.items():
+                _expect(got != _count_with(c, half, mistake), f"{where}; {hint}")
+            _fail(
+                f"{where}; count 16 vectors of width C per block, 4 bytes each (2 under autocast for the 14 "
+                "that enter or leave a matrix product)"
+            )
+    return "what autograd keeps, for two shapes, in fp32 and under bf16 autocast"
 
 
 # --- lr_at ------------------------------------------------------------------------------------------------
