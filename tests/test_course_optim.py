@@ -102,21 +102,21 @@ def test_param_groups_check_names_the_mistake(wrong, hint):
     rejects("param_groups", wrong, hint)
 
 
-def test_param_groups_guard_catches_a_frozen_or_doubled_tensor():
-    "The lesson's param_groups ends with check_partition: a frozen tensor, or a tied one twice, fails there."
-    from gptlib.optim import check_partition
+def keep_only_matrices(model, weight_decay=0.1):
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": [], "weight_decay": 0.0}]
 
-    for wrong, hint in (
-        (groups_by(lambda name, p: p.ndim >= 2, skip_frozen=False), "does not train"),
-        (groups_by(lambda name, p: p.ndim >= 2, remove_duplicate=False), "appears twice"),
-    ):
 
-        def guarded(model, weight_decay=0.1, wrong=wrong):
-            groups = wrong(model, weight_decay)
-            check_partition(model, groups)
-            return groups
-
-        rejects("param_groups", guarded, hint)
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (groups_by(lambda name, p: p.ndim >= 2, skip_frozen=False), "a frozen tensor (requires_grad False)"),
+        (groups_by(lambda name, p: p.ndim >= 2, remove_duplicate=False), "a tensor appears twice"),
+        (keep_only_matrices, "trainable tensors are in no group"),
+    ],
+)
+def test_param_groups_check_wants_each_trainable_tensor_once(wrong, hint):
+    rejects("param_groups", wrong, hint)
 
 
 # --- AdamW ------------------------------------------------------------------------------------------------

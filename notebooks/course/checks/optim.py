@@ -113,6 +113,22 @@ def param_groups(fn) -> str:
             (decay.get("weight_decay"), no_decay.get("weight_decay")) == (0.3, 0.0),
             "the first group decays by `weight_decay`, the second by 0.0: keep the dicts the cell builds",
         )
+        ids = [id(p) for g in groups for p in g["params"]]
+        trainable = {id(p) for p in model.parameters() if p.requires_grad}
+        _expect(
+            len(ids) == len(set(ids)),
+            f"a tensor appears twice in the groups ({what}): the tied embedding and LM head are one tensor, "
+            "and model.named_parameters() yields it once; twice, it would be updated twice a step",
+        )
+        _expect(
+            set(ids) <= trainable,
+            f"a frozen tensor (requires_grad False) is in a group ({what}): leave it out, it never trains",
+        )
+        _expect(
+            set(ids) == trainable,
+            f"{len(trainable - set(ids))} trainable tensors are in no group ({what}): each goes to decay or "
+            "no_decay",
+        )
         names = {id(p): name for name, p in model.named_parameters()}
         got = {"decay": [names.get(id(p), "?") for p in decay["params"]]}
         got["no_decay"] = [names.get(id(p), "?") for p in no_decay["params"]]
