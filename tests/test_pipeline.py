@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import math
 import random
 import re
@@ -159,6 +160,38 @@ def test_prepare_data_holds_out_a_window_and_reuses_its_shards(tmp_path, monkeyp
     monkeypatch.setattr(gptlib.pipeline, "prepare", lambda *a, **k: calls.append(1) or prepare(*a, **k))
     again = prepare_data(str(texts), 260, tmp_path / "data", context=64, log=None, progress=False)
     assert again.manifest == data.manifest and manifest.stat().st_mtime_ns == made and len(calls) == 1
+
+
+def _write_spec(kind: str, folder: Path, texts: list[str]) -> Path:
+    "The documents `texts` as a corpus of `kind`: a folder of .txt files, a .jsonl file or a .parquet file."
+    folder.mkdir()
+    if kind == "folder":
+        for i, text in enumerate(texts):
+            (folder / f"{i:02d}.txt").write_text(text, encoding="utf-8")
+        return folder
+    if kind == "jsonl":
+        lines = "".join(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
+        (folder / "docs.jsonl").write_text(lines, encoding="utf-8")
+        return folder / "docs.jsonl"
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pyarrow.table({"text": texts}), folder / "docs.parquet")
+    return folder / "docs.parquet"
+
+
+@pytest.mark.parametrize("kind", ["folder", "jsonl", "parquet"])
+def test_every_local_corpus_spec_gets_its_tokenizer_and_shards_named_after_it(tmp_path, kind):
+    texts = [" ".join(random.Random(i).sample(SENTENCES, 6)) for i in range(12)]
+    spec = _write_spec(kind, tmp_path / "corpus", texts)
+    data = prepare_data(str(spec), 300, tmp_path / "data", context=32, log=None, progress=False)
+    name = corpus_name(str(spec))
+    assert name.startswith({"folder": "corpus-", "jsonl": "docs-", "parquet": "docs-"}[kind])
+    assert data.tokenizer_dir == tmp_path / "data" / "tokenizers" / f"{name}-300"
+    assert data.shards == tmp_path / "data" / "shards" / f"{name}-300"
+    splits = data.manifest["splits"]
+    assert splits["val"]["n_documents"] == 1 and splits["train"]["n_documents"] == 11  # 5 % of 12, one
+    assert data.manifest["corpus"]["spec"] == str(spec.resolve())  # one corpus, however its path is written
 
 
 def test_a_corpus_of_one_document_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
