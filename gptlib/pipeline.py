@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import regex
 import torch
 
 from .corpus import EMBEDDED, data_dir, open_corpus
@@ -260,19 +261,31 @@ def prepare_data(
 
 
 def held_out_prompt(val, tokenizer: Tokenizer) -> str:
-    """A prompt from the held-out text (`val`, an opened split): the first line of its first document when
-    that line is short, else its first words up to `PROMPT_CHARS` characters (its first characters in a
-    script written without spaces); "" when the document is blank. The prompt ends before a space, not
-    after it: a byte-level BPE writes the space with the word that follows it."""
-    end = min(int(val.doc_ends[0]) - 1, 1 + 4 * PROMPT_CHARS)  # past <|bos|>, before <|eos|>; enough tokens
-    text = tokenizer.decode(val.read(1, max(1, end))).replace("\ufffd", "").lstrip()  # a cut character
-    line, newline, _ = text.partition("\n")
-    if newline and len(line.rstrip()) <= PROMPT_CHARS:
-        return line.rstrip() + "\n"  # a heading or a short line, as a speaker heading is for Shakespeare
-    head = text[:PROMPT_CHARS].split("\n")[0]
-    if len(text) > PROMPT_CHARS and " " in head.strip():
-        head = head[: head.rstrip().rindex(" ")]  # whole words only
-    return head.rstrip()
+    """A prompt from the held-out text (`val`, an opened split): the first line of its first document with
+    the line break after it, when that line is short (a title, a heading); else its first words, up to
+    `PROMPT_CHARS` characters; "" when the document is blank. It is cut where the tokenizer's split pattern
+    cuts the text, so that the prompt's tokens are those the document itself is made of: cut inside a chunk
+    (after one of the two line breaks `\n\n` make, or before the space that starts ` word`), it would end
+    in a token the model never saw there, and the sample would start with noise."""
+    end = int(val.doc_ends[0]) - 1  # the document's tokens: past <|bos|>, before <|eos|>
+    span = min(end, 1 + 4 * PROMPT_CHARS)  # enough tokens for PROMPT_CHARS characters of any script
+    chunks = regex.findall(tokenizer.pattern, tokenizer.decode(val.read(1, max(1, span))))
+    if span < end and chunks:
+        chunks.pop()  # the last chunk may be cut short by the span: never part of the prompt
+    while chunks and not chunks[0].strip():
+        chunks.pop(0)  # blank lines or spaces before the text
+    if chunks:
+        chunks[0] = chunks[0].lstrip()
+    breaks = [i for i, chunk in enumerate(chunks) if "\n" in chunk]
+    if breaks and len("".join(chunks[: breaks[0]])) <= PROMPT_CHARS:
+        return "".join(chunks[: breaks[0] + 1])  # a short first line: as a speaker heading is for Shakespeare
+    prompt = ""
+    for chunk in chunks:
+        if "\n" in chunk or len(prompt + chunk) > PROMPT_CHARS:
+            break
+        prompt += chunk
+    # one chunk longer than PROMPT_CHARS (a script written without spaces): its first characters
+    return prompt or "".join(chunks)[:PROMPT_CHARS].split("\n")[0]
 
 
 class TrainingEvents:

@@ -225,8 +225,19 @@ def test_the_prompt_is_the_opening_of_the_first_held_out_document():
     assert prompt("CHAPTER ONE\nIt was a dark night.") == "CHAPTER ONE\n"  # a short first line, as a heading
     long = prompt("It was the best of times, it was the worst of times, it was the age of wisdom.")
     assert long == "It was the best of times, it was the" and len(long) <= PROMPT_CHARS  # whole words
-    chinese = "我们在学校学习中文。今天天气很好，我们去公园散步吧。" * 3  # no spaces: the first characters
-    assert prompt(chinese) == chinese[:PROMPT_CHARS]
+    chinese = (
+        "我们在学校学习中文。今天天气很好，我们去公园散步吧。" * 3
+    )  # cut where the split pattern cuts it
+    assert prompt(chinese) == "我们在学校学习中文。今天天气很好，我们去公园散步吧。我们在学校学习中文"
+    assert prompt("x" * 100) == "x" * PROMPT_CHARS  # one chunk longer than a prompt: its first characters
+    # "\n\n" is one chunk, so one token or a few of its own: a prompt ending in one "\n" would end in a token
+    # the model never saw after a title, and the sample would begin with noise
+    assert prompt("Chapter 19\n\nIt was late.") == "Chapter 19\n\n"
+    for text in ["Chapter 19\n\nIt was late.", "It was the best of times, it was the worst of times, it was"]:
+        ids = tokenizer.encode(text)
+        assert tokenizer.encode(prompt(text)) == ids[: len(tokenizer.encode(prompt(text)))], (
+            "the text's tokens"
+        )
     assert prompt("\n\n  Indented after blank lines.") == "Indented after blank lines."
     assert prompt("") == ""
 
