@@ -362,6 +362,19 @@ def _bpb_if_there(model, shards, tokenizer: Tokenizer, cfg: TrainConfig) -> floa
     return held_out_bpb(model, shards, tokenizer, cfg)
 
 
+def _passes(cfg: TrainConfig, train_tokens: int) -> str:
+    """How many times the run reads its training text, in words: a preset's steps are fixed (they were tuned
+    on Shakespeare's 1.4 M tokens), so on a small corpus they are many passes, and the model may learn the
+    text by heart long before the end; the validation loss then turns up (the best checkpoint is sampled)."""
+    tokens = cfg.max_steps * cfg.micro_batch * cfg.grad_accum * cfg.context
+    passes = tokens / max(1, train_tokens)
+    line = f"{cfg.max_steps:,d} steps read {tokens:,d} tokens: {passes:.1f} passes over the "
+    line += f"{train_tokens:,d} training tokens"
+    if passes > 20:
+        line += " (many: the validation loss may turn up early; the best checkpoint is the one sampled)"
+    return line
+
+
 def run_pipeline(
     preset: str = "cpu",
     *,
@@ -392,6 +405,7 @@ def run_pipeline(
     cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run), vocab_size=tokenizer.n_vocab)
     events = TrainingEvents(run) if tensorboard else None  # checked before training: TensorBoard installed
     say(f"== training the {preset!r} preset in {run}")
+    say(f"   {_passes(cfg, data.manifest['splits']['train']['n_tokens'])}")
     try:
         history = train(cfg, callback=_each(callback, events), log=log, progress=progress)
     except CheckpointError as e:  # e.g. the corpus was edited since this run began
