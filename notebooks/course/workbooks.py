@@ -35,6 +35,7 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `course` as the notebooks import it
 
+from course import colab  # noqa: E402
 from course.pieces import LESSONS, NOTEBOOKS, SOLUTION_REGION, STUB, STUB_MESSAGE  # noqa: E402
 
 WORKBOOKS = NOTEBOOKS / "workbooks"
@@ -76,6 +77,10 @@ def build(lesson: Path, *, solved: bool = False) -> nbformat.NotebookNode:
         )
         nb, _ = clear.preprocess(nb, {})
     for cell in nb.cells:
+        if cell.get("id") == colab.LINK_ID:  # the workbook opens in Colab as itself, not as its lesson
+            cell.source = f"{colab.BADGE}({colab.colab_url(Path('notebooks/workbooks') / lesson.name)})"
+        elif cell.get("id") == colab.CELL_ID:
+            cell.source = colab.install_cell("notebooks/workbooks")
         cell.metadata = {}
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
