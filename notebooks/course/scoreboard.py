@@ -89,7 +89,6 @@ def show(upto: str | None = None) -> str:
     ]
     for s in rows:
         mark = " *" if s.val_bpb == best else "  "
-        lines.append(
-            f"{s.notebook:12s} {s.name:34s} {s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark} {s.note}"
-        )
+        figures = f"{s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark}"
+        lines.append(f"{s.notebook:12s} {s.name:34s} {figures} {s.note}")
     return "\n".join(lines)
