@@ -4,7 +4,7 @@ Modules:
 
 - `gptlib.checkpoint`: A training run's folder: checkpoints that resume exactly, and the metrics log.
 - `gptlib.cli`: The command line, `python -m gptlib COMMAND ...`: hand-written plumbing that parses arguments and calls the library. Each command group lives in one `_add_*` function below.
-- `gptlib.config`: Configuration as dataclasses: one base for `GPTConfig`, `DataConfig` and `TrainConfig`, and the command-line flags generated from their fields.
+- `gptlib.config`: Configuration as dataclasses, and the command-line flags generated from their fields.
 - `gptlib.corpus`: Where the text comes from: the embedded Shakespeare corpus and local or hosted corpora.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG file and live in a notebook.
 - `gptlib.errors`: The errors a user can cause: the command line prints them as one `error: ...` line and exits 2.
@@ -12,7 +12,7 @@ Modules:
 - `gptlib.files`: Files written safely and read with suspicion: the one place gptlib writes, renames, hashes and locks.
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches: windows of context + 1 tokens read from memory-mapped shards, shuffled by window index with a seeded permutation per epoch, sharded across ranks so that each sees its own windows, and a deterministic pass over a split for validation.
-- `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
+- `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
 - `gptlib.optim`: The optimizer side of training: AdamW parameter groups (decay on matrices only), a warmup-cosine learning rate, gradient clipping, gradient accumulation, mixed precision (bf16 or fp16 autocast, a dynamic loss scaler, the choice made by measurement on a CPU), and model FLOPs utilization against a datasheet or measured peak.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
 - `gptlib.quality`: Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names of the training text rather than artefact (runs of blank lines, letters stuttering).
