@@ -1,5 +1,5 @@
 """Reference answers to the exercises that close each notebook, one file per notebook (a module name cannot
-start with a digit): bpe (01), data (02), loader (03), model (04), optim (05), training (06).
+start with a digit): bpe (01), data (02), loader (03), optim (05), training (06); lesson 04 holds its own.
 
 Try an exercise before reading its answer. From a notebook, `%load -s NAME solutions/FILE.py` shows one
 answer in a cell; `from solutions.FILE import NAME` uses it. The checkers in `gptlib.exercises` accept these
