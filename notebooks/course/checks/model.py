@@ -98,19 +98,12 @@ def _config(**overrides) -> gm.GPTConfig:
     return gm.GPTConfig(**{**fields, "dropout": 0.0, "attn_dropout": 0.0, **overrides})
 
 
-def _learners_config(cls, config: gm.GPTConfig):
-    """`config` as an instance of the `GPTConfig` the learner's class sees: in a notebook that is the lesson's
-    own class (the kernel's), and `GPT.__init__` checks that its config is one."""
-    config_class = getattr(cls.__init__, "__globals__", {}).get("GPTConfig", gm.GPTConfig)
-    return config if isinstance(config, config_class) else config_class.from_dict(config.to_dict())
-
-
 def _pair(cls, reference_cls, config: gm.GPTConfig):
     """The learner's `cls(config)` and gptlib's `reference_cls(config)` in eval mode, gptlib's weights loaded
     into the learner's: their layers have the same names, since `__init__` is given."""
     torch.manual_seed(0)
     reference = _with_trained_norms(reference_cls(config))
-    mine = cls(_learners_config(cls, config))
+    mine = cls(config)
     try:
         mine.load_state_dict(reference.state_dict())
     except RuntimeError as e:
@@ -665,7 +658,7 @@ def check_gpt(cls) -> str:
     config = _config()
     torch.manual_seed(0)
     reference = _with_trained_norms(gm.GPT(config)).eval()
-    mine = cls(_learners_config(cls, config))
+    mine = cls(config)
     _expect(
         mine.lm_head.weight is mine.wte.weight,
         "untied head: in __init__, self.lm_head.weight = self.wte.weight (one (V, C) matrix reads and "
