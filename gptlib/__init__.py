@@ -13,7 +13,7 @@ Modules:
 - `gptlib.interop`: Other tools' formats: the tokenizer for tiktoken and Hugging Face, the shards for nanoGPT and llm.c.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches: windows of context + 1 tokens read from memory-mapped shards, shuffled by window index with a seeded permutation per epoch, sharded across ranks so that each sees its own windows, and a deterministic pass over a split for validation.
 - `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
-- `gptlib.model_inputs`: What the model is given, checked before it is used: token ids, targets, and the arguments of `generate`.
+- `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
 - `gptlib.optim`: The optimizer side of training: AdamW parameter groups (decay on matrices only), a warmup-cosine learning rate, gradient clipping, gradient accumulation, mixed precision (bf16 or fp16 autocast, a dynamic loss scaler, the choice made by measurement on a CPU), and model FLOPs utilization against a datasheet or measured peak.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus -> tokenizer -> shards -> training -> a sample and plots.
 - `gptlib.quality`: Reading a run: the losses that need no neural network, and how much of a sample is words and speaker names of the training text rather than artefact (runs of blank lines, letters stuttering).

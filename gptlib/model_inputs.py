@@ -1,4 +1,4 @@
-"""What the model is given, checked before it is used: token ids, targets, and the arguments of `generate`.
+"""Checks of what the model is given: token ids, targets, the arguments of `generate`.
 
 Hand-written plumbing, not generated from a notebook: `gptlib.model` (notebook 04) calls these checks first
 thing in `GPT.forward` and `generate`, so that a mistake is named instead of surfacing as a traceback from
