@@ -211,9 +211,9 @@ class GPT(nn.Module):
 
     def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         "The final LayerNorm's output (B, T, C) for ids `idx` (B, T) after `cache.length` cached tokens."
+        # x: tokens x embed_scale + positions past..past+T-1 (past: cached tokens), blocks, advance, ln_f
         past = 0 if cache is None else cache.length
         T = idx.size(1)
-        # x (B, T, C): token vectors times embed_scale plus the positions past .. past+T-1, then each block
         x = self.drop(self.wte(idx) * self.embed_scale + self.wpe[past : past + T])  # (B, T, C)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer)  # (B, T, C)
@@ -225,12 +225,13 @@ class GPT(nn.Module):
         """Logits (B, T, V) for token ids `idx` (B, T), and the mean cross-entropy against `targets` (B, T)
         when given (positions whose target is -1 are left out), else None."""
         check_tokens(idx, self.config)
-        # logits (B, T, V): the LM head of the hidden states
+        if targets is not None:
+            check_targets(targets, idx)
+        # logits (B, T, V), the LM head of the hidden states; the loss, None without targets, else the mean
+        # cross-entropy over all B*T positions in float32, targets of -1 left out
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
         if targets is None:
             return logits, None
-        check_targets(targets, idx)
-        # the mean cross-entropy over all B*T positions, in float32, targets of -1 left out
         return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
 
     def num_params(self, non_embedding: bool = True) -> int:
@@ -295,7 +296,7 @@ class KVCache:
         self.length = 0  # tokens stored, the same for every block
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        "Store k, v (B, H, T, D) after the cached ones; return all of them (B, H, length + T, D)."
+        "Store k, v (B, H, T, D) after the cached ones (asserting they fit); return all: (B, H, length+T, D)."
         start, end = self.length, self.length + k.size(2)
         assert end <= self.max_len, f"KV cache overflow: {end} tokens > {self.max_len}"
         if self.keys[layer] is None:
@@ -336,11 +337,11 @@ def generate(
     context, was_training = model.config.context, model.training
     model.eval()
     try:
+        # a KVCache if use_cache; each step: read (window, refill or newest token), draw next_id (B,) from the
+        # last position's logits, repeat <|eos|> in finished rows, append; stop once every row has finished
         cache = KVCache(model.config.n_layer, context) if use_cache else None
         finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)  # (B,)
         for step in range(max_new_tokens):
-            # hidden: what the model reads now (window, refill or newest token); next_id (B,) is drawn from
-            # the LM head's logits of the last position
             if cache is None:  # re-read the whole window
                 hidden = model.hidden_states(idx[:, -context:])  # (B, T, C)
             elif step == 0 or cache.length == context:  # (re)fill: nothing cached yet, or the window slid
@@ -365,6 +366,7 @@ def generate(
 def param_counts(config: GPTConfig) -> dict[str, int]:
     """Parameters of `GPT(config)` by component, from the formula alone (no model is built).
     The token embedding doubles as the LM head (tied), so it is counted once."""
+    # keys: "token embedding (= LM head)", "attention", "MLP", "LayerNorm"
     C, L, bias = config.n_embd, config.n_layer, int(config.bias)
     layernorm = C + bias * C  # weight (+ bias)
     return {

@@ -24,7 +24,9 @@ PIECES = [
     "_init_weights",
     "GPT",
     "sample_next_token",
+    "KVCache",
     "generate",
+    "param_counts",
 ]
 
 
@@ -67,6 +69,10 @@ class StubBlock(gm.Block):
     forward = stub
 
 
+class StubCache(gm.KVCache):
+    append = stub
+
+
 class StubGPT(gm.GPT):
     "As in a workbook: the tie in `__init__` is the stub, so building the model raises it."
 
@@ -84,7 +90,9 @@ STUBS = {
     "_init_weights": stub,
     "GPT": StubGPT,
     "sample_next_token": stub,
+    "KVCache": StubCache,
     "generate": stub,
+    "param_counts": stub,
 }
 
 
@@ -569,3 +577,88 @@ def sampler_loop(*, crop=True, cache_reads=True, last=True, pass_generator=True,
 )
 def test_generate_check_names_the_mistake(wrong, hint):
     rejects("generate", wrong, hint)
+
+
+# --- the KV cache and the parameter count ----------------------------------------------------------------
+
+
+def cache_with(append):
+    return type("WrongCache", (gm.KVCache,), {"append": append})
+
+
+def returns_only_the_new(self, layer, k, v):
+    gm.KVCache.append(self, layer, k, v)
+    return k, v
+
+
+def writes_at_the_start(self, layer, k, v):
+    if self.keys[layer] is None:
+        self.keys[layer] = k.new_empty(*k.shape[:2], self.max_len, k.shape[3])
+        self.values[layer] = v.new_empty(*v.shape[:2], self.max_len, v.shape[3])
+    end = self.length + k.size(2)
+    self.keys[layer][:, :, : k.size(2)], self.values[layer][:, :, : v.size(2)] = k, v
+    return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+def allocates_at_every_append(self, layer, k, v):
+    self.keys[layer] = None
+    return gm.KVCache.append(self, layer, k, v)
+
+
+def one_storage_for_all_blocks(self, layer, k, v):
+    return gm.KVCache.append(self, 0, k, v)
+
+
+def storage_in_float32(self, layer, k, v):
+    return gm.KVCache.append(self, layer, k.float(), v.float())
+
+
+def no_overflow_check(self, layer, k, v):
+    start, end = self.length, min(self.length + k.size(2), self.max_len)
+    if self.keys[layer] is None:
+        self.keys[layer] = k.new_empty(*k.shape[:2], self.max_len, k.shape[3])
+        self.values[layer] = v.new_empty(*v.shape[:2], self.max_len, v.shape[3])
+    self.keys[layer][:, :, start:end] = k[:, :, : end - start]
+    self.values[layer][:, :, start:end] = v[:, :, : end - start]
+    return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (returns_only_the_new, "return all of them"),
+        (writes_at_the_start, "written at the start, over the cached ones"),
+        (allocates_at_every_append, "allocate the storage once"),
+        (one_storage_for_all_blocks, "one storage per block"),
+        (storage_in_float32, "in the keys' dtype"),
+        (no_overflow_check, "assert end <= max_len"),
+    ],
+)
+def test_kv_cache_check_names_the_mistake(wrong, hint):
+    rejects("KVCache", cache_with(wrong), hint)
+
+
+def counts_with(*, tied_twice=False, no_final_norm=False, no_bias=False):
+    def param_counts(config):
+        counts = gm.param_counts(
+            config.__class__.from_dict({**config.to_dict(), "bias": config.bias and not no_bias})
+        )
+        if tied_twice:
+            counts["token embedding (= LM head)"] *= 2
+        if no_final_norm:
+            counts["LayerNorm"] -= counts["LayerNorm"] // (2 * config.n_layer + 1)
+        return counts
+
+    return param_counts
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (counts_with(tied_twice=True), "counted twice"),
+        (counts_with(no_final_norm=True), "the final LayerNorm (ln_f) is missing"),
+        (counts_with(no_bias=True), "the biases are missing"),
+    ],
+)
+def test_param_counts_check_names_the_mistake(wrong, hint):
+    rejects("param_counts", wrong, hint)

@@ -19,13 +19,16 @@ from `course.collect()`:
 - `GPT(config)`: the learner ties the LM head in `__init__` and writes `hidden_states(idx, cache=None)`
   (B, T) -> (B, T, C) and `forward(idx, targets=None) -> (logits, loss)`.
 - `sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None)`: (B, V) -> (B,).
+- `KVCache(n_layer, max_len)`: `__init__`, `advance` and `reset` given; the learner writes `append(layer,
+  k, v)`, which stores (B, H, T, D) after the cached keys and values and returns all of them.
 - `generate(model, idx, max_new_tokens, *, temperature, top_k, top_p, eos_id, use_cache, generator)`:
   (B, T) -> (B, T + n).
+- `param_counts(config) -> dict`: the parameters by component, from the formula (an appendix exercise).
 
 The pieces compose through the names of the lesson's namespace (a kernel's globals, or the copy of
 `gptlib.model`'s names that `course.load_pieces` runs the exercise cells in): `GPT.__init__` builds the
 current `Block`, `sinusoidal_positions` and `_init_weights`, `Block` the current `CausalSelfAttention` and
-`MLP`, `generate` calls the current `sample_next_token` (and gptlib's `KVCache`). So a learner's `GPT` whose
+`MLP`, `generate` calls the current `sample_next_token` and `KVCache`. So a learner's `GPT` whose
 pieces all passed is the learner's model from the attention up; a piece that fell back to gptlib's
 reference uses gptlib's pieces below it. Notebook 06 can train `pieces.GPT(config)` for any `GPTConfig`:
 its parameters have gptlib's names, so gptlib's optimizer groups, checkpoints and evaluation read it, and
@@ -853,6 +856,78 @@ def check_sampler(sample_next_token) -> str:
     return "temperature, top-k (exactly k on ties, per row) and top-p, on 20,000 draws"
 
 
+@exercise(LESSON, reference="gptlib.model:KVCache", name="KVCache", minutes=10)
+def check_kv_cache(cls) -> str:
+    """`KVCache.append`: chunks appended to two blocks come back whole, each block's own, in the keys' dtype;
+    after `reset` the next chunk is written at the start; a chunk that does not fit is refused."""
+    B, H, D = 2, 2, 4
+    k1, v1, k2, v2, k3 = (_randn(B, H, T, D, seed=s) for s, T in enumerate((3, 3, 2, 2, 5)))
+    cache = cls(2, 6)
+    got = cache.append(0, k1, v1)
+    _expect(
+        isinstance(got, tuple) and len(got) == 2,
+        "append returns two tensors: every key and every value stored so far",
+    )
+    _expect(
+        all(isinstance(t, torch.Tensor) and t.shape == (B, H, 3, D) for t in got),
+        f"append of 3 tokens to an empty cache returned shapes {[_shape(t) for t in got]}: (B, H, 3, D)",
+    )
+    _expect(
+        torch.equal(got[0], k1) and torch.equal(got[1], v1), "the first append must return k and v as given"
+    )
+    cache.append(1, -k1, -v1)  # the second block's keys and values
+    cache.advance(3)
+    keys, values = cache.append(0, k2, v2)
+    _expect(
+        keys.shape == (B, H, 5, D),
+        f"after 3 cached tokens, appending 2 returned {tuple(keys.shape)} keys: return all of them, "
+        "positions 0 .. length + T - 1, (B, H, 5, D)",
+    )
+    _expect(
+        not torch.equal(keys[:, :, :2], k2),
+        "the new keys were written at the start, over the cached ones: write them at positions "
+        "length .. length + T - 1",
+    )
+    _expect(
+        not torch.equal(keys, torch.cat([-k1, k2], dim=2)),
+        "the first block got the second block's keys back: keep one storage per block (layer)",
+    )
+    _expect(
+        torch.equal(keys, torch.cat([k1, k2], dim=2)) and torch.equal(values, torch.cat([v1, v2], dim=2)),
+        "after 3 cached tokens, appending 2 must return the 3 cached ones followed by the 2 new: allocate "
+        "the storage once (on the first write), not at every append",
+    )
+    keys, _ = cache.append(1, k2, v2)
+    _expect(
+        torch.equal(keys, torch.cat([-k1, k2], dim=2)),
+        "the second block got the first block's keys back: keep one storage per block (layer)",
+    )
+    cache.reset()
+    keys, _ = cache.append(0, k2.to(torch.bfloat16), v2.to(torch.bfloat16))
+    _expect(
+        keys.shape == (B, H, 2, D) and torch.equal(keys, k2.to(torch.bfloat16)),
+        "after reset, an append must return only the new tokens, written at position 0",
+    )
+    fresh = cls(1, 4)
+    fresh.append(0, k2.to(torch.bfloat16), v2.to(torch.bfloat16))
+    _expect(
+        fresh.keys[0].dtype == torch.bfloat16,
+        f"the storage is {fresh.keys[0].dtype} for bfloat16 keys: allocate it in the keys' dtype, "
+        "k.new_empty",
+    )
+    fresh.advance(2)
+    try:
+        fresh.append(0, k3[:, :, :3], k3[:, :, :3])  # 2 + 3 tokens in a cache of 4
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError(
+            "appending 3 tokens after 2 to a cache of 4 raised nothing: assert end <= max_len, so that an "
+            "overflow is an error, not keys silently cut off"
+        )
+    return "chunks come back whole, one storage per block in the keys' dtype, reset, overflow refused"
+
+
 @exercise(LESSON, reference="gptlib.model:generate", name="generate", minutes=20)
 def check_generate(generate) -> str:
     """`generate`: greedy tokens equal gptlib's with and without the KV cache, past the context; the model
@@ -919,3 +994,48 @@ def check_generate(generate) -> str:
         "from the same logits with sample_next_token(logits, temperature, top_k, top_p, generator)",
     )
     return "greedy tokens equal gptlib's with and without the KV cache, one new token read at a time"
+
+
+@exercise(LESSON, reference="gptlib.model:param_counts", name="param_counts", minutes=10)
+def check_param_counts(param_counts) -> str:
+    "`param_counts(config)`: by component, equal to the parameters of a real GPT, with and without biases."
+    for bias in (True, False):
+        config = _config(vocab_size=100, n_layer=3, n_embd=24, n_head=2, bias=bias)
+        got = param_counts(config)
+        model = gm.GPT(config)
+        want = {
+            "token embedding (= LM head)": model.wte.weight.numel(),
+            "attention": sum(p.numel() for n, p in model.named_parameters() if ".attn." in n),
+            "MLP": sum(p.numel() for n, p in model.named_parameters() if ".mlp." in n),
+            "LayerNorm": sum(p.numel() for n, p in model.named_parameters() if "ln_" in n),
+        }
+        _expect(
+            isinstance(got, dict) and set(got) == set(want),
+            f"param_counts returned {sorted(got) if isinstance(got, dict) else type(got).__name__}: a dict "
+            f"with the keys {sorted(want)}",
+        )
+        where = "with biases" if bias else "without biases"
+        C, L = config.n_embd, config.n_layer
+        for part, n in want.items():
+            if got[part] == n:
+                continue
+            _expect(
+                not (part == "token embedding (= LM head)" and got[part] == 2 * n),
+                "the tied embedding is counted twice: the LM head shares its (V, C) matrix, count it once",
+            )
+            _expect(
+                not (part == "LayerNorm" and got[part] == n - n // (2 * L + 1)),
+                "the final LayerNorm (ln_f) is missing: two per block plus one, 2 L + 1",
+            )
+            _expect(
+                not (
+                    bias
+                    and part != "token embedding (= LM head)"
+                    and got[part] < n
+                    and n - got[part] < 10 * C * L
+                ),
+                f"{part} {where}: {got[part]:,d}, expected {n:,d}: the biases are missing (one per output of "
+                "every linear layer, and a LayerNorm's bias)",
+            )
+            raise AssertionError(f"{part} {where}: {got[part]:,d}, expected {n:,d}")
+    return "equal to the parameters of real models, with and without biases"
