@@ -217,8 +217,8 @@ class GPT(nn.Module):
         x = self.drop(self.wte(idx) * self.embed_scale + self.wpe[past : past + T])  # (B, T, C)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer)  # (B, T, C)
-        if cache is not None:
-            cache.advance(T)  # every block has stored this chunk's keys and values
+        if cache is not None:  # every block has stored this chunk's keys and values: move on
+            cache.advance(T)
         return self.ln_f(x)  # (B, T, C)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
