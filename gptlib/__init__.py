@@ -18,7 +18,7 @@ Modules:
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
 - `gptlib.exercises`: The checker of lesson 06's training step, until it moves to the course's checks like the others.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
-- `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
+- `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, both ways.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
 - `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
 - `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
@@ -32,7 +32,7 @@ Modules:
 - `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.tokenizer`: Byte-level BPE: trained exactly like rustbpe, encoding exactly like tiktoken.
 - `gptlib.train`: The training loop: configuration, one step, bits per byte, exact resume, sampling.
-- `gptlib.workers`: Worker processes that die with their parent, the work shared with them, and a paused GC."""
+- `gptlib.workers`: Worker processes that die with their parent, the work shared with them, a paused GC."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.
 # Importing gptlib touches no disk, network or GPU.

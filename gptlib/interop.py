@@ -1,4 +1,4 @@
-"""Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
+"""Other tools' formats of the shards: nanoGPT's and llm.c's token files, both ways.
 
 Hand-written plumbing, not generated from a notebook: the idea lives in 02_data (shards are token ids on
 disk); this module only translates them, and checks the translation. (The tokenizer's own files for

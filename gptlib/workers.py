@@ -1,4 +1,4 @@
-"""Worker processes that die with their parent, the work shared with them, and a paused GC.
+"""Worker processes that die with their parent, the work shared with them, a paused GC.
 
 Pools whose workers die with their parent, batches shared between helper processes and the caller, and the
 garbage collector paused while many small objects are made. Hand-written plumbing, not generated from a

@@ -10,7 +10,8 @@ import pytest
 
 from gptlib.corpus import data_dir, fetch_shakespeare
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))  # `course`, as notebooks import it
+# `course`, the notebooks' tooling, imported as the notebooks import it
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""How much of a module explains itself: the share of its non-blank lines that are docstrings or carry a comment.
+"""How much of a module explains itself: the share of non-blank lines that are docstrings or carry a comment.
 
     python tests/tools/explained.py gptlib/*.py [--min 0.30]
 
@@ -46,9 +46,8 @@ def main(argv: list[str]) -> int:
         share = explained / max(total, 1)
         low = minimum is not None and share < minimum
         failed |= low
-        print(
-            f"{path:32s} {explained:5d} / {total:5d} lines explained  {share:5.1%}{'  < minimum' if low else ''}"
-        )
+        verdict = "  < minimum" if low else ""
+        print(f"{path:32s} {explained:5d} / {total:5d} lines explained  {share:5.1%}{verdict}")
     return 1 if failed else 0
 
 
