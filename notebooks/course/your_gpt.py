@@ -28,10 +28,10 @@ above). `train_your_gpt` returns what the run made; `yours_line` is the line wor
 from __future__ import annotations
 
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.checks.data import _rebound
 from course.pieces import LESSONS, NOTEBOOKS, Pieces, _registry, load_pieces
 
 PROMPT = "Romeo.\n"  # what `make run` samples after (gptlib.pipeline.PROMPT): a speaker heading
@@ -66,13 +66,6 @@ def _namespaces(pieces: Pieces) -> dict[str, dict]:
         if stem not in names:
             names[stem] = load_pieces(NOTEBOOKS / f"{stem}.ipynb", checks=False).namespaces[stem]
     return names
-
-
-def _rebound(function, names: dict):
-    "`function` with its global names looked up in `names` instead of its module."
-    return types.FunctionType(
-        function.__code__, names, function.__name__, function.__defaults__, function.__closure__
-    )
 
 
 def _with_schedule(cfg, lr_at):
