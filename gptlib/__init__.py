@@ -15,7 +15,7 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
-- `gptlib.exercises`: The exercises' checkers still to move to the course's checks (lessons 04 and 06):
+- `gptlib.exercises`: The exercises' checkers still to move to the course's checks (lesson 04):
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.

@@ -1,9 +1,9 @@
-"""The exercises' checkers still to move to the course's checks (lessons 04 and 06):
+"""The exercises' checkers still to move to the course's checks (lesson 04):
 
 In each notebook the learner writes a core piece of GPT pretraining (
-a causal attention head, cross-entropy, top-k, a training step; the others have moved to the course's
-checks, notebooks/course/checks/), and its checker says whether it passes, what is wrong, or that it is not
-done yet.
+a causal attention head, cross-entropy, top-k; the others have moved to the course's checks,
+notebooks/course/checks/), and its checker says whether it passes, what is wrong, or that it is not done
+yet.
 
 Hand-written plumbing, not generated from a notebook: it stands on top of gptlib, like `cli`, and a checker
 imports the modules it compares against only when it is called, so notebook 01 does not pay for torch.
@@ -18,7 +18,6 @@ Each `check_<name>(fn)` runs the learner's `fn` on small fixed inputs (well unde
 
 from __future__ import annotations
 
-import math
 import sys
 from contextlib import contextmanager
 
@@ -282,187 +281,3 @@ def check_keep_top_k(keep_top_k) -> bool:
         return "k = 5, 1 and V on 4 rows"
 
     return _check("keep_top_k", "model", body)
-
-
-# ------------------------------------------------------------------------------------------------------
-# helpers of the 06 checker (tiny models and batches)
-
-
-def _tiny_gpt(seed: int = 0):
-    "A GPT small enough to step in milliseconds, without dropout, so that two copies compute the same."
-    import torch
-
-    from gptlib.model import GPT, GPTConfig
-
-    torch.manual_seed(seed)
-    return GPT(
-        GPTConfig(vocab_size=64, context=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0, attn_dropout=0.0)
-    )
-
-
-def _token_batches(n: int, batch_size: int = 2, length: int = 16, seed: int = 0):
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    return [tuple(torch.randint(64, (2, batch_size, length), generator=g)) for _ in range(n)]
-
-
-def _grads_of(model, micro_batches, divide: bool = True):
-    "The gradients (a list, one per parameter) of the mean loss over `micro_batches` on a copy of `model`."
-    import copy
-
-    twin = copy.deepcopy(model)
-    twin.zero_grad(set_to_none=True)
-    for x, y in micro_batches:
-        _, loss = twin(x, y)
-        (loss / len(micro_batches) if divide else loss).backward()
-    return [p.grad.clone() for p in twin.parameters()]
-
-
-def _all_close(got: list, want: list, scale: float = 1.0) -> bool:
-    import torch
-
-    return all(
-        g is not None and torch.allclose(g, w * scale, rtol=1e-4, atol=1e-6) for g, w in zip(got, want)
-    )
-
-
-# ------------------------------------------------------------------------------------------------------
-# 06 · training
-
-
-class _Counted:
-    "An iterator over `items` that counts how many were taken."
-
-    def __init__(self, items):
-        self.items, self.taken = list(items), 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.taken == len(self.items):
-            raise StopIteration
-        self.taken += 1
-        return self.items[self.taken - 1]
-
-
-def _library_step(model, optimizer, batches, grad_accum: int, grad_clip: float, lr: float):
-    "`gptlib.train.train_step` in one process, fp32, the loss scaler off."
-    import torch
-
-    from gptlib.optim import choose_precision
-    from gptlib.train import train_step
-
-    scaler, precision = torch.amp.GradScaler("cpu", enabled=False), choose_precision("cpu", "fp32")
-    step = train_step(
-        model, optimizer, scaler, batches, lr, precision=precision, grad_accum=grad_accum, grad_clip=grad_clip
-    )
-    return step[0]
-
-
-def check_training_step(training_step) -> bool:
-    """`training_step(model, optimizer, batches, grad_accum, grad_clip, lr) -> loss`: one optimizer step: set
-    the learning rate, take `grad_accum` micro-batches from the iterator `batches` (their gradients summed, each
-    loss divided by `grad_accum`), clip the gradient norm to `grad_clip`, step, zero the gradients; return the
-    mean loss. Checked with plain SGD (where each mistake shows in the step) and against gptlib's own
-    `train_step` over two AdamW steps."""
-    import copy
-
-    import torch
-
-    def sgd_step(model, micro, grad_clip):
-        "The learner's step with SGD at lr 0.1 (the optimizer built at 0.5): the parameters' change and the loss."
-        before = [p.detach().clone() for p in model.parameters()]
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-        batches = _Counted(micro + _token_batches(2, seed=9))  # two more than needed: taking them shows
-        loss = training_step(model, optimizer, batches, len(micro), grad_clip, 0.1)
-        _expect(
-            batches.taken == len(micro),
-            f"training_step took {batches.taken} batches with grad_accum="
-            f"{len(micro)}: take exactly grad_accum micro-batches with next(batches)",
-        )
-        _expect(
-            all(p.grad is None or not p.grad.any() for p in model.parameters()),
-            "the gradients are still "
-            "there after the step: zero them (optimizer.zero_grad(set_to_none=True)), or the next step adds "
-            "onto them",
-        )
-        return [(b - p.detach()) for b, p in zip(before, model.parameters())], loss
-
-    def body():
-        model, micro = _tiny_gpt(), _token_batches(3)
-        k = len(micro)
-        want = _grads_of(model, micro)  # SGD at lr 0.1 moves each parameter by -0.1 * grad
-        with torch.no_grad():
-            losses = [model(x, y)[1].item() for x, y in micro]
-        moved, loss = sgd_step(copy.deepcopy(model), micro, grad_clip=1e6)
-        _expect(
-            any(m.any() for m in moved),
-            "the parameters did not move: call optimizer.step() after the backward passes",
-        )
-        if not _all_close(moved, want, 0.1):
-            _expect(
-                not _all_close(moved, want, 0.5),
-                "the step used the optimizer's old learning rate: set "
-                "group['lr'] = lr for every group in optimizer.param_groups before optimizer.step()",
-            )
-            _expect(
-                not _all_close(moved, want, 0.1 * k),
-                f"the step is {k} times too large: divide each "
-                "micro-batch's loss by grad_accum before .backward()",
-            )
-            last = _grads_of(model, micro[-1:])
-            _expect(
-                not (_all_close(moved, last, 0.1 / k) or _all_close(moved, last, 0.1)),
-                "only the last micro-batch counted: do not zero the gradients between micro-batches",
-            )
-            _fail("the step differs from one SGD step on the mean gradient of the micro-batches")
-        _expect(loss is not None, "training_step returned None: return the mean loss of the micro-batches")
-        loss, mean = float(loss), sum(losses) / k
-        _expect(
-            not math.isclose(loss, sum(losses), rel_tol=1e-4),
-            "the returned loss is the sum over micro-batches: divide it by grad_accum",
-        )
-        _expect(
-            math.isclose(loss, mean, rel_tol=1e-4),
-            f"the returned loss is {loss:.5f}, expected {mean:.5f}: the "
-            "mean of the grad_accum micro-batch losses (not the last one)",
-        )
-
-        norm = torch.sqrt(sum((g**2).sum() for g in want)).item()
-        moved, _ = sgd_step(
-            copy.deepcopy(model), micro, grad_clip=norm / 10
-        )  # clipping divides the step by 10
-        if not _all_close(moved, want, 0.01):
-            _expect(
-                not _all_close(moved, want, 0.1),
-                "the gradient was not clipped: after the last backward, "
-                "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip), then the step",
-            )
-            _fail(
-                "the clipped step is wrong: clip once, the global norm of all the summed gradients, after the "
-                "last micro-batch's backward and before optimizer.step()"
-            )
-
-        from gptlib.optim import make_adamw
-
-        runs = []
-        for step in (training_step, _library_step):
-            twin = copy.deepcopy(model)
-            optimizer, _ = make_adamw(twin, lr=1e-3, weight_decay=0.1, fused=False)
-            batches = iter(_token_batches(4, seed=1))
-            step_losses = [float(step(twin, optimizer, batches, 2, 1.0, lr)) for lr in (2e-3, 1e-3)]
-            runs.append((step_losses, [p.detach() for p in twin.parameters()]))
-        (got_losses, got_params), (want_losses, want_params) = runs
-        _expect(
-            all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(got_losses, want_losses)),
-            f"over two AdamW steps the losses are {got_losses}, gptlib.train.train_step's {want_losses}",
-        )
-        _expect(
-            _all_close(got_params, want_params),
-            "after two AdamW steps the parameters differ from gptlib.train.train_step's",
-        )
-        return "SGD steps with and without clipping, and two AdamW steps equal to gptlib.train.train_step's"
-
-    return _check("training_step", "training", body)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import math
 import re
 from pathlib import Path
 
@@ -23,7 +22,6 @@ EXERCISES = [
     ("causal_head", "model"),
     ("cross_entropy", "model"),
     ("keep_top_k", "model"),
-    ("training_step", "training"),
 ]
 
 
@@ -77,7 +75,7 @@ def test_a_not_implemented_error_that_is_not_the_stub_propagates():
         raise NotImplementedError("uint16 is not supported by this op")
 
     with pytest.raises(NotImplementedError, match="uint16"):
-        exercises.check_training_step(half_done)
+        exercises.check_cross_entropy(half_done)
 
 
 def test_checkers_leave_torch_threads_as_they_found_them():
@@ -226,72 +224,3 @@ def top_k_in_place(logits, k):
 )
 def test_keep_top_k_checker_names_the_mistake(wrong, hint):
     rejects("keep_top_k", wrong, hint)
-
-
-# ------------------------------------------------------------------------------------------------------
-# 06 · training
-
-
-def step_with(*, set_lr=True, divide=True, zero_between=False, clip=True, zero_after=True, report="mean"):
-    def training_step(model, optimizer, batches, grad_accum, grad_clip, lr):
-        if set_lr:
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-        losses = []
-        for _ in range(grad_accum):
-            if zero_between:
-                optimizer.zero_grad()
-            x, y = next(batches)
-            _, loss = model(x, y)
-            (loss / grad_accum if divide else loss).backward()
-            losses.append(loss.item())
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
-        if zero_after:
-            optimizer.zero_grad(set_to_none=True)
-        return {"mean": sum(losses) / grad_accum, "sum": sum(losses), "last": losses[-1]}[report]
-
-    return training_step
-
-
-def step_reading_every_batch(model, optimizer, batches, grad_accum, grad_clip, lr):
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    losses = []
-    for x, y in batches:  # runs the iterator dry instead of taking grad_accum micro-batches
-        _, loss = model(x, y)
-        (loss / grad_accum).backward()
-        losses.append(loss.item())
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return sum(losses) / len(losses)
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (step_reading_every_batch, "take exactly grad_accum micro-batches with next(batches)"),
-        (step_with(set_lr=False), "the step used the optimizer's old learning rate"),
-        (step_with(divide=False), "the step is 3 times too large"),
-        (step_with(zero_between=True), "only the last micro-batch counted"),
-        (step_with(clip=False), "the gradient was not clipped"),
-        (step_with(zero_after=False), "the gradients are still there after the step"),
-        (step_with(report="sum"), "the returned loss is the sum over micro-batches"),
-        (step_with(report="last"), "the mean of the grad_accum micro-batch losses (not the last one)"),
-    ],
-)
-def test_training_step_checker_names_the_mistake(wrong, hint):
-    rejects("training_step", wrong, hint)
-
-
-def test_training_step_checker_compares_with_gptlibs_own_step():
-    "A step that is right with SGD but wrong with AdamW (its moments reset) is caught by the comparison."
-
-    def fresh_optimizer_state(model, optimizer, batches, grad_accum, grad_clip, lr):
-        loss = solution("training_step")(model, optimizer, batches, grad_accum, grad_clip, lr)
-        optimizer.state.clear()  # forgets m and v: harmless for SGD, not for AdamW
-        return loss
-
-    rejects("training_step", fresh_optimizer_state, "after two AdamW steps the parameters differ")
