@@ -5,8 +5,9 @@ Modules:
 - `gptlib.bpe_backends`: The tokenizer's fast back-ends: tiktoken, a cached encoder, the parallel split.
 - `gptlib.cli.corpus`: `corpus fetch|show`: the embedded corpus fetched, any corpus measured.
 - `gptlib.cli.data`: `data prepare|show|export|import`: token shards made, checked and translated.
+- `gptlib.cli.metrics`: `metrics tensorboard`: a run's metrics.jsonl as TensorBoard event files.
 - `gptlib.cli.model`: `model show`: a model preset's sizes, parameters by component and FLOPs.
-- `gptlib.cli.run`: `run`: the main job, the whole pipeline on the embedded corpus (`make run`).
+- `gptlib.cli.run`: `run`: the main job, the whole pipeline on the embedded corpus or on your own text.
 - `gptlib.cli.sample`: `sample --run FOLDER`: text from a trained run's best or latest checkpoint.
 - `gptlib.cli.tokenizer`: `tokenizer train|encode|decode`: a byte-level BPE tokenizer on the command line.
 - `gptlib.cli.train`: `train start|config`: training runs, with a flag for every `TrainConfig` field.

@@ -172,6 +172,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.train.check_checkpoint': ('training.html#check_checkpoint', 'gptlib/train.py'),
                               'gptlib.train.check_moments': ('training.html#check_moments', 'gptlib/train.py'),
                               'gptlib.train.evaluate': ('training.html#evaluate', 'gptlib/train.py'),
+                              'gptlib.train.init_from_run': ('training.html#init_from_run', 'gptlib/train.py'),
                               'gptlib.train.inputs_of': ('training.html#inputs_of', 'gptlib/train.py'),
                               'gptlib.train.loop': ('training.html#loop', 'gptlib/train.py'),
                               'gptlib.train.make_forward': ('training.html#make_forward', 'gptlib/train.py'),
