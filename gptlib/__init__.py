@@ -16,11 +16,11 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
-- `gptlib.exercises`: The exercises' checkers still to move to the course's checks (lesson 04):
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
-- `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
+- `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
+- `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
 - `gptlib.optim`: The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 - `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.
