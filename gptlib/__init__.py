@@ -16,7 +16,6 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
-- `gptlib.exercises`: The checker of lesson 06's training step, until it moves to the course's checks like the others.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, both ways.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.

@@ -10,10 +10,11 @@ torchrun), and sampling from the trained model. The run folder it trains in is `
 # %% auto #0
 __all__ = [
     "TRAIN_PRESETS",
-    "TrainConfig",
     "evaluate",
-    "Records",
     "train_step",
+    "sample_text",
+    "TrainConfig",
+    "Records",
     "open_tokenizer",
     "inputs_of",
     "Validation",
@@ -33,7 +34,6 @@ __all__ = [
     "loop",
     "train",
     "start_line",
-    "sample_text",
 ]
 
 # %% ../notebooks/06_training.ipynb #training-003
@@ -65,6 +65,96 @@ from gptlib.runtime import (
     training_module,
 )
 from .tokenizer import Tokenizer
+
+
+# %% ../notebooks/06_training.ipynb #training-022
+@torch.no_grad()
+def evaluate(model, batches, byte_lengths: torch.Tensor, precision, dist: Distributed | None = None) -> dict:
+    """Mean cross-entropy (nats per token) over `batches` of (x, y), and bits per byte: the summed loss of the
+    targets that are text (special tokens excluded) over ln 2 times the raw bytes those targets stand for.
+    Sums stay on the device (float64) and are added over the ranks once, at the end: one host sync."""
+    was_training = model.training  # the caller's mode, given back at the end
+    model.eval()  # no dropout: the same weights always score the same
+    totals = torch.zeros(4, dtype=torch.float64, device=byte_lengths.device)  # loss, text loss, tokens, bytes
+    for x, y in batches:
+        with precision.autocast():
+            logits, _ = model(x)  # (B, T, V)
+        nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*T,)
+        nbytes = byte_lengths[y.flatten()]  # (B*T,) raw bytes of each target token, 0 for a special token
+        sums = torch.stack([nll.sum(), torch.where(nbytes > 0, nll, 0.0).sum()]).double()
+        counts = torch.stack([torch.tensor(y.numel(), device=y.device), nbytes.sum()]).double()
+        totals += torch.cat([sums, counts])  # (4,)
+    model.train(was_training)
+    if dist is not None:
+        dist.all_reduce_sum(totals)
+    nll_sum, nll_text, n_tokens, n_bytes = totals.tolist()
+    assert n_tokens > 0 and n_bytes > 0, "evaluation saw no batch"
+    return {
+        "val_loss": nll_sum / n_tokens,
+        "val_bpb": nll_text / (math.log(2) * n_bytes),
+        "val_tokens": int(n_tokens),
+    }
+
+
+# %% ../notebooks/06_training.ipynb #training-030b
+def train_step(
+    model, optimizer, scaler, batches, lr: float, *, precision, grad_accum: int, grad_clip: float
+) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
+    """One optimizer step over `grad_accum` micro-batches from the iterator `batches` (see the prose above).
+    `model` is what computes the loss: the model itself, or the model compiled and/or wrapped for DDP (their
+    parameters are the model's, in the same order). Returns the mean loss, the gradient norm before clipping,
+    the loss scale used and whether the scaler skipped the step."""
+    for group in optimizer.param_groups:  # the groups differ in weight decay, not in learning rate
+        group["lr"] = lr
+    loss_sum = torch.zeros((), device=next(model.parameters()).device)  # summed there: no host sync per step
+    for micro in range(grad_accum):
+        x, y = next(batches)  # (B, T), (B, T)
+        # DDP averages the gradients over the ranks during backward: once a step is enough, on the last one
+        last = micro == grad_accum - 1
+        with nullcontext() if last or not isinstance(model, DistributedDataParallel) else model.no_sync():
+            with precision.autocast():
+                _, loss = model(x, y)
+            # each loss divided, so the summed gradients are the mean loss's; scaled up in fp16 (no underflow)
+            scaler.scale(loss / grad_accum).backward()
+        loss_sum += loss.detach()  # detached: the running sum must not keep each micro-batch's graph alive
+    scaler.unscale_(optimizer)  # the true gradients again, so that clipping measures them
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scale = scaler.get_scale()  # the scale this step used (1.0 without a scaler)
+    scaler.step(optimizer)  # skipped when an fp16 gradient overflowed to inf or nan
+    scaler.update()  # halves the scale after an overflow, doubles it after a run of good steps
+    skipped = precision.use_scaler and scaler.get_scale() < scale  # the scale fell: an overflow
+    optimizer.zero_grad(set_to_none=True)  # None, not zeros: the next backward writes instead of adding
+    return loss_sum / grad_accum, grad_norm, scale, bool(skipped)
+
+
+# %% ../notebooks/06_training.ipynb #training-041
+def sample_text(
+    model,
+    tokenizer,
+    prompt: str = "",
+    max_new_tokens: int = 200,
+    *,
+    temperature: float = 0.8,
+    top_k: int | None = 50,
+    seed: int = 0,
+) -> str:
+    """The prompt and its continuation, sampled with a seeded generator of its own; stops at <|eos|>. A
+    prompt is text mid-document, where training windows start; no prompt starts a document at <|bos|> (not
+    returned)."""
+    device = next(model.parameters()).device
+    start = [] if prompt else [tokenizer.bos_id]  # a prompt goes on mid-document; no prompt starts one
+    idx = torch.tensor([start + tokenizer.encode(prompt)], device=device)  # (1, T)
+    # a generator of its own: sampling never moves the global one that dropout and a resume depend on
+    generator = torch.Generator(device=device).manual_seed(seed)
+    out = model.generate(
+        idx,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        eos_id=tokenizer.eos_id,
+        generator=generator,
+    )[0, len(start) :].tolist()
+    return tokenizer.decode(out[: out.index(tokenizer.eos_id)] if tokenizer.eos_id in out else out)
 
 
 # %% ../notebooks/06_training.ipynb #training-005
@@ -226,35 +316,6 @@ TRAIN_PRESETS = {
 TrainConfig.PRESETS = TRAIN_PRESETS
 
 
-# %% ../notebooks/06_training.ipynb #training-022
-@torch.no_grad()
-def evaluate(model, batches, byte_lengths: torch.Tensor, precision, dist: Distributed | None = None) -> dict:
-    """Mean cross-entropy (nats per token) over `batches` of (x, y), and bits per byte: the summed loss of the
-    targets that are text (special tokens excluded) over ln 2 times the raw bytes those targets stand for.
-    Sums stay on the device (float64) and are added over the ranks once, at the end: one host sync."""
-    was_training = model.training  # the caller's mode, given back at the end
-    model.eval()  # no dropout: the same weights always score the same
-    totals = torch.zeros(4, dtype=torch.float64, device=byte_lengths.device)  # loss, text loss, tokens, bytes
-    for x, y in batches:
-        with precision.autocast():
-            logits, _ = model(x)  # (B, T, V)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*T,)
-        nbytes = byte_lengths[y.flatten()]  # (B*T,) raw bytes of each target token, 0 for a special token
-        sums = torch.stack([nll.sum(), torch.where(nbytes > 0, nll, 0.0).sum()]).double()
-        counts = torch.stack([torch.tensor(y.numel(), device=y.device), nbytes.sum()]).double()
-        totals += torch.cat([sums, counts])  # (4,)
-    model.train(was_training)
-    if dist is not None:
-        dist.all_reduce_sum(totals)
-    nll_sum, nll_text, n_tokens, n_bytes = totals.tolist()
-    assert n_tokens > 0 and n_bytes > 0, "evaluation saw no batch"
-    return {
-        "val_loss": nll_sum / n_tokens,
-        "val_bpb": nll_text / (math.log(2) * n_bytes),
-        "val_tokens": int(n_tokens),
-    }
-
-
 # %% ../notebooks/06_training.ipynb #training-030
 class Records:
     """The run's records (train, val and event dicts), each sent everywhere it goes: into the history that
@@ -276,37 +337,6 @@ class Records:
     def event(self, step: int, message: str) -> None:
         "Something that happened, in words: a start, a checkpoint skipped or pruned, the end."
         self.add({"kind": "event", "step": step, "message": message})
-
-
-# %% ../notebooks/06_training.ipynb #training-030b
-def train_step(
-    model, optimizer, scaler, batches, lr: float, *, precision, grad_accum: int, grad_clip: float
-) -> tuple[torch.Tensor, torch.Tensor, float, bool]:
-    """One optimizer step over `grad_accum` micro-batches from the iterator `batches` (see the prose above).
-    `model` is what computes the loss: the model itself, or the model compiled and/or wrapped for DDP (their
-    parameters are the model's, in the same order). Returns the mean loss, the gradient norm before clipping,
-    the loss scale used and whether the scaler skipped the step."""
-    for group in optimizer.param_groups:  # the groups differ in weight decay, not in learning rate
-        group["lr"] = lr
-    loss_sum = torch.zeros((), device=next(model.parameters()).device)  # summed there: no host sync per step
-    for micro in range(grad_accum):
-        x, y = next(batches)  # (B, T), (B, T)
-        # DDP averages the gradients over the ranks during backward: once a step is enough, on the last one
-        last = micro == grad_accum - 1
-        with nullcontext() if last or not isinstance(model, DistributedDataParallel) else model.no_sync():
-            with precision.autocast():
-                _, loss = model(x, y)
-            # each loss divided, so the summed gradients are the mean loss's; scaled up in fp16 (no underflow)
-            scaler.scale(loss / grad_accum).backward()
-        loss_sum += loss.detach()  # detached: the running sum must not keep each micro-batch's graph alive
-    scaler.unscale_(optimizer)  # the true gradients again, so that clipping measures them
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    scale = scaler.get_scale()  # the scale this step used (1.0 without a scaler)
-    scaler.step(optimizer)  # skipped when an fp16 gradient overflowed to inf or nan
-    scaler.update()  # halves the scale after an overflow, doubles it after a run of good steps
-    skipped = precision.use_scaler and scaler.get_scale() < scale  # the scale fell: an overflow
-    optimizer.zero_grad(set_to_none=True)  # None, not zeros: the next backward writes instead of adding
-    return loss_sum / grad_accum, grad_norm, scale, bool(skipped)
 
 
 # %% ../notebooks/06_training.ipynb #training-030d
@@ -701,33 +731,3 @@ def start_line(cfg: TrainConfig, dist: Distributed, training: Training, resumed,
         f"{cfg.micro_batch * cfg.grad_accum * cfg.context * dist.world_size:,d} tokens/step | "
         f"peak {peak[0] / 1e9:,.0f} GFLOP/s ({peak[1]})"
     )
-
-
-# %% ../notebooks/06_training.ipynb #training-041
-def sample_text(
-    model,
-    tokenizer,
-    prompt: str = "",
-    max_new_tokens: int = 200,
-    *,
-    temperature: float = 0.8,
-    top_k: int | None = 50,
-    seed: int = 0,
-) -> str:
-    """The prompt and its continuation, sampled with a seeded generator of its own; stops at <|eos|>. A
-    prompt is text mid-document, where training windows start; no prompt starts a document at <|bos|> (not
-    returned)."""
-    device = next(model.parameters()).device
-    start = [] if prompt else [tokenizer.bos_id]  # a prompt goes on mid-document; no prompt starts one
-    idx = torch.tensor([start + tokenizer.encode(prompt)], device=device)  # (1, T)
-    # a generator of its own: sampling never moves the global one that dropout and a resume depend on
-    generator = torch.Generator(device=device).manual_seed(seed)
-    out = model.generate(
-        idx,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        eos_id=tokenizer.eos_id,
-        generator=generator,
-    )[0, len(start) :].tolist()
-    return tokenizer.decode(out[: out.index(tokenizer.eos_id)] if tokenizer.eos_id in out else out)

@@ -173,7 +173,7 @@ def check_untouched_exercises(lab: LabPage, name: str) -> int:
         text = "".join(
             "".join(out.get("text", "")) for out in cell["outputs"] if out.get("output_type") == "stream"
         )
-        assert "not done yet" in text and "solutions/" in text, (
+        assert "not done yet" in text and "uses the reference" in text, (
             f"{name}: exercise cell {cell['index']} does not say it is not done yet and where the answer is: "
             f"{text[:300]!r}"
         )
