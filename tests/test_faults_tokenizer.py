@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -274,3 +275,88 @@ def test_killed_train_leaves_no_worker_process(tmp_path, shakespeare_texts, sign
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+# --- Ctrl-C: the whole process group signalled, as a terminal does ------------------------------------------
+
+# Two moments of Ctrl-C, each made certain by a patch of the child: (1) the worst one, a worker has written
+# half of its result into the pipe the pool reads (a worker interrupted there would leave half a message, and
+# the pool's reader would wait for the rest for good); (2) the workers are idle, waiting for work (a worker
+# interrupted there would print a KeyboardInterrupt traceback of its own).
+CTRL_C = {
+    "while a worker sends its result": """
+        import multiprocessing.connection as connection
+        parent, real_send = os.getpid(), connection.Connection._send
+        def send_half_then_ctrl_c(self, buf, *args):
+            if os.getpid() == parent or len(buf) < 1000 or os.path.exists(once):  # not a worker's result
+                return real_send(self, buf, *args)
+            open(once, "x").close()
+            real_send(self, buf[: len(buf) // 2], *args)
+            os.killpg(0, signal.SIGINT)  # Ctrl-C, to every process of the group
+            real_send(self, buf[len(buf) // 2 :], *args)
+        connection.Connection._send = send_half_then_ctrl_c
+    """,
+    "while the workers wait for work": """
+        import time
+        import gptlib.bpe_backends as backends
+        backends._count_batch = lambda texts, *args: ([], [])  # the helpers finish at once, then wait
+        real_share = backends.share_batches
+        def share_then_ctrl_c(batches, helper, args, *, here, **kwargs):
+            def here_then_ctrl_c(item):
+                if not os.path.exists(once):
+                    open(once, "x").close()
+                    time.sleep(1)  # the helpers are done with their batches by now
+                    os.killpg(0, signal.SIGINT)
+                    time.sleep(1)  # Python raises KeyboardInterrupt at its next instruction
+                here(item)
+            real_share(batches, helper, args, here=here_then_ctrl_c, **kwargs)
+        backends.share_batches = share_then_ctrl_c
+    """,
+}
+
+
+def _ctrl_c(tmp_path, moment: str, *argv: str, env: dict | None = None) -> tuple[int, str]:
+    """Run the command line in a session of its own, with a Ctrl-C to its process group at `moment` (and a
+    default of 3 workers: `run` trains its tokenizer with the default number); its exit status and stderr."""
+    patch = "import os, signal\nimport gptlib.workers\ngptlib.workers.default_workers = lambda: 3\n"
+    patch += "once = os.environ['CTRL_C_ONCE']\n" + textwrap.dedent(CTRL_C[moment])
+    code = patch + f"\nfrom gptlib.cli import main\nraise SystemExit(main({list(argv)!r}))\n"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "CTRL_C_ONCE": str(tmp_path / "ctrl-c-sent"),
+        **(env or {}),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own: the Ctrl-C must not reach pytest
+    )
+    try:
+        _, err = child.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        pytest.fail(f"Ctrl-C {moment} left the command hanging")
+    assert (tmp_path / "ctrl-c-sent").exists(), "the moment never came: the test did not test"
+    return child.returncode, err
+
+
+@pytest.mark.parametrize("moment", sorted(CTRL_C))
+def test_ctrl_c_never_hangs_tokenizer_train_and_only_the_parent_speaks(tmp_path, shakespeare_texts, moment):
+    argv = _train_argv(shakespeare_texts, tmp_path / "tok", 300)[:-2]  # all but `--workers 1`
+    status, err = _ctrl_c(tmp_path, moment, *argv)
+    assert status == 130 and "Traceback" not in err and err.splitlines()[-1] == "interrupted", err
+    assert not (tmp_path / "tok" / "tokenizer.json").exists()
+
+
+def test_ctrl_c_never_hangs_the_tokenizer_stage_of_run(tmp_path, shakespeare_texts):
+    data = tmp_path / "data"  # the cached corpus, and nothing else: `run` starts with the tokenizer stage
+    (data / "shakespeare").mkdir(parents=True)
+    (data / "shakespeare" / "texts").symlink_to(shakespeare_texts)
+    moment = "while a worker sends its result"
+    status, err = _ctrl_c(tmp_path, moment, "run", "--preset", "tiny", env={"GPTLIB_DATA": str(data)})
+    assert status == 130 and "Traceback" not in err and err.splitlines()[-1] == "interrupted", err[-3000:]
