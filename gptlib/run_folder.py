@@ -40,6 +40,7 @@ import torch
 from .config import ConfigError, checked_int
 from .errors import GptlibError
 from .files import (
+    LOCK_FILE,
     FolderLock,
     atomic_write,
     build_folder,
@@ -336,7 +337,7 @@ def _refuse_strangers(path: Path) -> None:
             path / RUN_MARKER, format=RUN_FORMAT, version=RUN_VERSION, error=CheckpointError, what="run"
         )
         return
-    entries = sorted(entry.name for entry in path.iterdir() if entry.name != ".lock")
+    entries = sorted(entry.name for entry in path.iterdir() if entry.name != LOCK_FILE)
     if not entries or any(meta is not None for _, meta, _ in _checkpoints(path)):
         return
     shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")

@@ -20,6 +20,7 @@ import pytest
 
 import gptlib.tokenizer
 from gptlib.cli import main as cli_main
+from gptlib.files import FolderLock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,8 +146,70 @@ def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, t
     assert len(opened) == 3 and message == f"No space left on device: {opened[2]}"
     assert _snapshot(trained) == before, "the old tokenizer changed"
     assert sorted(p.name for p in trained.iterdir()) == sorted(
-        ["hf", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
+        [".lock", "hf", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
     ), "a temporary file is left"
+
+
+def _dead_pid() -> int:
+    "The pid of a process that has ended (a child that printed it and exited)."
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(child.stdout)
+
+
+def test_the_next_save_removes_the_temporaries_of_a_process_killed_while_saving(corpus, trained, capsys):
+    pid = _dead_pid()
+    stale = [
+        trained / f".tokenizer.json.tmp-{pid}-0123abcd",
+        trained / "hf" / f".tokenizer.json.tmp-{pid}-89abcdef",
+    ]
+    for path in stale:
+        path.write_text("half written")
+    live = trained / f".tokenizer.vocab.tmp-{os.getpid()}-4567cdef"  # a live process's: it may be writing
+    live.write_text("being written")
+    assert cli_main(_train_argv(corpus, trained, 275, "--overwrite")) == 0
+    assert not any(path.exists() for path in stale) and live.exists()
+
+
+@pytest.mark.parametrize("where", ["a read-only folder", "a new folder in a read-only one"])
+def test_a_read_only_out_is_refused_before_training(corpus, tmp_path, capsys, monkeypatch, where):
+    read_only = tmp_path / "read-only"  # a patch, as root writes through permission bits
+    read_only.mkdir()
+    out = read_only if where == "a read-only folder" else read_only / "tok"
+
+    def refuse(real):
+        def call(path, *args, **kwargs):
+            if Path(path).is_relative_to(read_only):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            return real(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "open", refuse(os.open))
+    monkeypatch.setattr(os, "mkdir", refuse(os.mkdir))
+    _no_training(monkeypatch)
+    message = _fails(capsys, _train_argv(corpus, out, 280))
+    assert message == f"Read-only file system: {out if out != read_only else out / '.lock'}"
+
+
+def test_a_second_train_into_the_same_folder_is_refused_before_training(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "tok"
+    _no_training(monkeypatch)
+    with FolderLock(out, "tokenizer folder"):  # the first `tokenizer train`, still training
+        message = _fails(capsys, _train_argv(corpus, out, 280))
+    assert message.startswith(f"another process (pid {os.getpid()}) is writing to the tokenizer folder {out}")
+    assert [p.name for p in out.iterdir()] == [".lock"]
+
+
+@pytest.mark.parametrize("out", ["tok", "t" * 255], ids=["a short name", "a 255-byte name"])
+def test_a_folder_with_only_a_lock_left_is_free_to_train_into(corpus, tmp_path, capsys, out):
+    out = tmp_path / out  # what a training stopped by Ctrl-C or a failing corpus leaves; 255 bytes is legal
+    out.mkdir()
+    (out / ".lock").write_text("12345\n")
+    assert cli_main(_train_argv(corpus, out, 280)) == 0
+    assert gptlib.tokenizer.Tokenizer.load(out).n_vocab == 280
+    assert cli_main(_train_argv(corpus, out, 275, "--overwrite")) == 0
 
 
 def test_the_pipeline_does_not_reuse_a_tokenizer_saved_over_its_own(corpus, tmp_path, capsys):
