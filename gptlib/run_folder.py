@@ -44,6 +44,7 @@ from .files import (
     FolderLock,
     atomic_write,
     build_folder,
+    naming,
     read_json_document,
     remove_stale_temporaries,
     rename,
@@ -354,7 +355,8 @@ def _parse_lines(path: Path) -> tuple[list[dict], int]:
     """The records of a JSON-lines file and the number of damaged lines skipped (a last line cut short by a
     kill is not counted: the record it held is written again)."""
     records, damaged = [], 0
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    with naming(path):  # an input/output error names the file
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
     for index, line in enumerate(lines):
         if not line.strip():
             continue
@@ -387,7 +389,7 @@ class MetricsLog:
 
     def append(self, record: dict) -> None:
         if self.enabled:
-            with open(self.path, "a") as f:
+            with naming(self.path), open(self.path, "a") as f:  # a full disk names the file
                 f.write(json.dumps(record) + "\n")
 
 

@@ -3,8 +3,10 @@ mistake is one `error: ...` line and exit 2, a bug shows its traceback, Ctrl-C e
 
 from __future__ import annotations
 
+import builtins
 import errno
 import importlib.metadata
+import io
 import json
 import os
 import subprocess
@@ -229,6 +231,47 @@ def test_encode_names_a_file_that_fails_to_read(capsys, tokenizer_folder, tmp_pa
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     argv = ["tokenizer", "encode", "--tokenizer", str(tokenizer_folder), "--file", str(text)]
     assert one_error_line(capsys, main(argv)) == f"Input/output error: {text}"
+
+
+class _FailingReads:
+    "A file whose every read fails as a dying disk's does: errno and message, no file name."
+
+    def __init__(self, f):
+        self._f = f
+
+    def _fail(self, *args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    read = readline = readlines = readinto = __next__ = _fail
+
+    def __iter__(self):
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._f.__exit__(*exc)
+
+
+@pytest.mark.parametrize("corpus", ["a folder of .txt", "a .jsonl file"])
+def test_a_corpus_file_that_fails_to_read_is_named(capsys, tmp_path, monkeypatch, corpus):
+    (tmp_path / "texts").mkdir()
+    bad = tmp_path / "texts" / "play.txt" if corpus == "a folder of .txt" else tmp_path / "docs.jsonl"
+    bad.write_text('{"text": "the cat"}\n')
+    real_open = io.open
+
+    def open_(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return _FailingReads(f) if str(file) == str(bad) and "r" in mode else f
+
+    monkeypatch.setattr(io, "open", open_)  # what pathlib opens with
+    monkeypatch.setattr(builtins, "open", open_)
+    spec = str(bad.parent if corpus == "a folder of .txt" else bad)
+    assert one_error_line(capsys, main(["corpus", "show", "--corpus", spec])) == f"Input/output error: {bad}"
 
 
 def test_a_full_disk_names_the_file_it_was_writing(capsys, monkeypatch, small_data, tmp_path):

@@ -361,6 +361,31 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_o
     assert not list((run / "checkpoints").glob(".*")), "the half-written checkpoint is removed"
 
 
+def test_a_full_disk_while_appending_to_the_metrics_names_the_file(small_data, tmp_path):
+    run = tmp_path / "run"
+    patch = """
+        import builtins, errno, os
+        real_open = builtins.open
+        class Full:  # a file whose writes fail as on a full disk: errno and message, no file name
+            def __init__(self, f):
+                self._f = f
+            def write(self, data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            def __getattr__(self, name):
+                return getattr(self._f, name)
+            def __enter__(self):
+                return self
+            def __exit__(self, *exc):
+                return self._f.__exit__(*exc)
+        def open_(file, mode="r", *args, **kwargs):
+            f = real_open(file, mode, *args, **kwargs)
+            return Full(f) if str(file).endswith("metrics.jsonl") and "a" in mode else f
+        builtins.open = open_
+    """
+    result = with_patch(patch, "train", "start", *flags(small_data, run, max_steps=4))
+    assert one_error_line(result) == f"error: No space left on device: {run / 'metrics.jsonl'}"
+
+
 def test_a_second_writer_on_the_same_run_is_refused_and_a_dead_ones_lock_is_free(small_data, tmp_path):
     run = tmp_path / "run"
     endless = flags(small_data, run, max_steps=100_000, checkpoint_every=100_000, eval_every=100_000)
