@@ -92,6 +92,9 @@ def no_work(monkeypatch):
             "--seed: the value must be at most 18446744073709551615",
         ),
         (["sample", "--run", "r", "--top-k", "-3"], "--top-k: the value must be at least 0, got -3"),
+        (["sample", "--run", "r", "--temperature", "nan"], "--temperature: expected a finite number"),
+        (["sample", "--run", "r", "--temperature", "inf"], "--temperature: expected a finite number"),
+        (["sample", "--run", "r", "--temperature", "-1"], "--temperature: the value must be at least 0"),
         (["corpus", "fetch", "--sdist", ""], "--sdist: an empty path"),
         (["corpus", "show", "--sdist", ""], "--sdist: an empty path"),
         (["run", "--sdist", ""], "--sdist: an empty path"),
@@ -272,6 +275,60 @@ def test_a_corpus_file_that_fails_to_read_is_named(capsys, tmp_path, monkeypatch
     monkeypatch.setattr(builtins, "open", open_)
     spec = str(bad.parent if corpus == "a folder of .txt" else bad)
     assert one_error_line(capsys, main(["corpus", "show", "--corpus", spec])) == f"Input/output error: {bad}"
+
+
+def _corpus_named_badly(tmp_path: Path, case: str) -> str:
+    "A corpus spec gptlib cannot read, of the kind `case` says."
+    if case == "an empty spec":
+        (tmp_path / "notes.txt").write_text("the current folder, which an empty spec must not mean")
+        return ""
+    if case == "hf: and a local path":
+        (tmp_path / "texts").mkdir()
+        (tmp_path / "texts" / "a.txt").write_text("the cat sat")
+        return f"hf:{tmp_path / 'texts'}"
+    if case == "a file name that is not UTF-8":
+        (tmp_path / "texts").mkdir()
+        try:
+            (tmp_path / "texts" / os.fsdecode(b"caf\xe9.txt")).write_text("the cat sat")
+        except (OSError, UnicodeEncodeError):
+            pytest.skip("this file system refuses names that are not UTF-8")
+        return str(tmp_path / "texts")
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "numbers.parquet")
+    return str(tmp_path / "numbers.parquet")
+
+
+@pytest.mark.parametrize(
+    "case, problem",
+    [
+        ("an empty spec", "the corpus spec is empty"),
+        ("hf: and a local path", "(for a local folder, give its path without hf:)"),
+        ("a file name that is not UTF-8", "caf\\udce9.txt' is not valid UTF-8: rename the file"),
+        ("a parquet column of ints", "numbers.parquet:0: column 'text' holds int values, not text"),
+    ],
+)
+def test_a_corpus_gptlib_cannot_read_is_one_error_line_naming_it(
+    capsys, tmp_path, monkeypatch, case, problem
+):
+    monkeypatch.chdir(tmp_path)
+    spec, out = _corpus_named_badly(tmp_path, case), tmp_path / "tok"
+    argv = ["tokenizer", "train", "--corpus", spec, "--vocab-size", "260", "--out", str(out), "-q"]
+    message = one_error_line(capsys, main([*argv, "--workers", "1"]))
+    assert problem in message, message
+    assert not (out / "tokenizer.json").exists()
+
+
+def test_folder_names_of_the_largest_legal_length_are_written_into(capsys, small_data, tmp_path):
+    shards, run = tmp_path / ("s" * 255), tmp_path / ("r" * 255)  # 255 bytes: NAME_MAX on Linux and macOS
+    tokenizer = str(small_data / "tokenizer")
+    where = ["--corpus", str(small_data / "texts"), "--tokenizer", tokenizer, "--out", str(shards)]
+    assert main(["data", "prepare", *where, "--val-fraction", "0.34", "--no-progress"]) == 0
+    sizes = ["--micro-batch=4", "--context=32", "--eval-batches=1", "--vocab-size=300", "--precision=fp32"]
+    argv = ["train", "start", "--preset", "tiny", "--shards", str(shards), "--tokenizer", tokenizer]
+    assert main([*argv, "--out", str(run), "--max-steps=2", *sizes]) == 0
+    assert main([*argv, "--out", str(run), "--max-steps=4", "--decay-steps=2", *sizes]) == 0  # a resume
+    capsys.readouterr()
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
 
 
 def test_a_full_disk_names_the_file_it_was_writing(capsys, monkeypatch, small_data, tmp_path):

@@ -192,6 +192,19 @@ def test_a_state_pt_of_another_checkpoint_is_refused_though_its_checksum_was_mad
     one_error_line(result, "state.pt is of step 4, not 8")
 
 
+def test_a_state_pt_of_a_run_with_another_seed_is_refused_though_its_checksum_was_made_to_match(
+    small_data, tmp_path
+):
+    run, other = tmp_path / "run", tmp_path / "other"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    assert gptlib("train", "start", *flags(small_data, other, max_steps=4, seed=7)).returncode == 0
+    latest = list_checkpoints(run)[-1]
+    shutil.copy(list_checkpoints(other)[-1] / "state.pt", latest / "state.pt")  # same shapes, same step
+    rehash(latest)
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
+    one_error_line(result, "state.pt holds the batches of seed 7")
+
+
 def test_optimizer_moments_of_another_shape_are_refused_rather_than_crashing(small_data, tmp_path):
     run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0

@@ -9,6 +9,7 @@ from, so a new preset is a flag value without touching the command line.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 from pathlib import Path
 
@@ -20,6 +21,7 @@ __all__ = [
     "UsageError",
     "Parser",
     "integer",
+    "number",
     "add_corpus",
     "add_sdist",
     "add_preset",
@@ -61,6 +63,24 @@ def integer(*, low: int | None = None, high: int | None = None):
             return checked_int(value, "the value", low=low, high=high)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def number(*, low: float):
+    """An argparse `type` for a float flag, finite and at least `low`: NaN and infinity are refused while
+    parsing, as a config field refuses them, rather than reaching the arithmetic they would poison."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"the value must be at least {low}, got {value}")
+        return value
 
     return parse
 
