@@ -156,10 +156,16 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
         # weight is both that pair's count and what (x, a), or (b, y), loses.
         lefts.clear()
         rights.clear()
+        previous = -1
         for w in where.pop(ab):
-            word = words[w]
+            # A word is listed once per occurrence, its entries side by side: the first rewrites all of
+            # them, the others are passed over at once. Searching the word again for each would make one
+            # long unbroken chunk (DNA, base64, minified code) quadratic in its length.
+            if w == previous:
+                continue
+            previous, word = w, words[w]
             if ab not in word:
-                continue  # an earlier occurrence in this word took it (a word is listed per occurrence)
+                continue  # the word lost the pair to an earlier merge (the index is never pruned)
             left, _, right = word.partition(ab)
             if ab not in right:  # one occurrence: x a b y -> x new y
                 words[w] = left + new + right

@@ -16,6 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gptlib.tokenizer
@@ -25,11 +26,11 @@ from gptlib.files import FolderLock
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _gptlib(*args: str, **kwargs) -> subprocess.CompletedProcess:
+def _gptlib(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     "`python -m gptlib ARGS` in a child process, with this checkout's gptlib first on the path."
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=120, **kwargs
+        [sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=timeout, **kwargs
     )
 
 
@@ -210,6 +211,22 @@ def test_a_folder_with_only_a_lock_left_is_free_to_train_into(corpus, tmp_path, 
     assert cli_main(_train_argv(corpus, out, 280)) == 0
     assert gptlib.tokenizer.Tokenizer.load(out).n_vocab == 280
     assert cli_main(_train_argv(corpus, out, 275, "--overwrite")) == 0
+
+
+def test_one_long_document_without_spaces_trains_in_time_linear_in_its_length(tmp_path):
+    # One chunk of 240,000 letters (a DNA string; base64 and minified code are alike): 1,000 merges take
+    # about 2 s, where a trainer that searched the word once per occurrence of each pair took two minutes.
+    # The limit only tells those apart, with room for a busy machine; figures belong to the benchmarks.
+    (tmp_path / "dna").mkdir()
+    rng = np.random.default_rng(0)
+    (tmp_path / "dna" / "genome.txt").write_text("".join(rng.choice(list("ACGT"), 240_000)))
+    argv = _train_argv(tmp_path / "dna", tmp_path / "tok", 1259)
+    try:
+        done = _gptlib(*argv, timeout=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("training on one long chunk is quadratic in its length again")
+    assert done.returncode == 0, done.stderr
+    assert b"1 chunks (1 distinct): made 1,000 of 1,000 merges" in done.stdout
 
 
 def test_the_pipeline_does_not_reuse_a_tokenizer_saved_over_its_own(corpus, tmp_path, capsys):
