@@ -227,6 +227,12 @@ def test_one_long_document_without_spaces_trains_in_time_linear_in_its_length(tm
         pytest.fail("training on one long chunk is quadratic in its length again")
     assert done.returncode == 0, done.stderr
     assert b"1 chunks (1 distinct): made 1,000 of 1,000 merges" in done.stdout
+    rustbpe = pytest.importorskip("rustbpe")  # and the merges are still rustbpe's
+    reference = rustbpe.Tokenizer()
+    reference.train_from_iterator([(tmp_path / "dna" / "genome.txt").read_text()], 1256)
+    theirs = [token for token, _ in sorted(reference.get_mergeable_ranks(), key=lambda t: t[1])]
+    ours = gptlib.tokenizer.Tokenizer.load(tmp_path / "tok")
+    assert [ours.token_bytes(i) for i in range(ours.n_vocab - 3)] == theirs
 
 
 def test_the_pipeline_does_not_reuse_a_tokenizer_saved_over_its_own(corpus, tmp_path, capsys):
