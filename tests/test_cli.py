@@ -18,6 +18,7 @@ import pytest
 
 import gptlib.cli
 import gptlib.cli.corpus
+import gptlib.cli.model
 import gptlib.cli.run
 import gptlib.cli.train
 import gptlib.files
@@ -176,6 +177,13 @@ def test_train_start_draws_the_curves_in_the_main_process_only(monkeypatch, tmp_
         monkeypatch.setattr(gptlib.cli.train, "train", train_as(is_main))
         assert main(argv) == 143, "a run stopped by SIGTERM exits as the shell reports it"
     assert drawn == [tmp_path / "run" / "training.png"]
+
+
+def test_model_show_refuses_a_model_beyond_memory_before_building_it(capsys, monkeypatch):
+    monkeypatch.setattr(gptlib.cli.model, "GPT", None)  # building it would fail the test
+    argv = ["model", "show", "--preset", "gpt-25m", "--vocab-size", "10000000000"]
+    message = one_error_line(capsys, main(argv))
+    assert message.startswith("--vocab-size 10,000,000,000 asks for 20.5 TB of memory (the model), more than")
 
 
 def test_the_console_script_runs_the_same_main():

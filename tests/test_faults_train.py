@@ -302,6 +302,15 @@ def test_numbers_that_would_train_nans_are_refused(small_data, tmp_path, flag):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "flag, asked", [("--context=10000000000", "--context 10,000,000,000 asks for 7.68 TB of memory")]
+)
+def test_sizes_beyond_memory_are_refused_before_anything_is_allocated(small_data, tmp_path, flag, asked):
+    result = gptlib("train", "start", *flags(small_data, tmp_path / "run"), flag)
+    assert one_error_line(result, asked, "more than the").endswith("of this machine")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
 @pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu"])
 def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, device):

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from gptlib.display import save_plots
 from gptlib.run_folder import read_metrics
+from gptlib.runtime import resolve_device
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
-from ._shared import Parser, UsageError, add_preset, signal_exit_code
+from ._shared import Parser, UsageError, add_preset, check_memory, signal_exit_code
 
 __all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
 
@@ -71,6 +72,7 @@ def start_command(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
     cfg = _config(args)
+    check_memory(cfg, training=True, device=resolve_device(cfg.device))  # before anything is built
     seen_here = []  # `train` hands its records to the callback in the main process only
     history = train(cfg, callback=seen_here.append)
     if seen_here:  # so under torchrun one process draws the curves
