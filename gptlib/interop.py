@@ -66,6 +66,12 @@ def _export_record(folder: Path) -> dict:
     )
 
 
+def _blocks(path: Path, size: int = 1 << 22):
+    "The bytes of the file `path`, a block at a time; a failing read names the file (a failing write, not)."
+    with naming(path), open(path, "rb") as f:
+        yield from iter(lambda: f.read(size), b"")
+
+
 def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> dict[str, Path]:
     """Write each split's tokens as `out / names[split]` (after `header(split)`'s bytes, when given): both
     files or neither. Then record them in `out/gptlib-export.json`, and remove the temporary files a killed
@@ -98,11 +104,9 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
                 f.write(block)
                 digest.update(block)
             for shard in verify_split(folder, manifest, split):
-                source = folder / shard["files"][0]["path"]
-                with naming(source), open(source, "rb") as tokens:  # a failing read names the shard
-                    for block in iter(lambda: tokens.read(1 << 22), b""):
-                        f.write(block)
-                        digest.update(block)
+                for block in _blocks(folder / shard["files"][0]["path"]):
+                    f.write(block)
+                    digest.update(block)
             entries[name] = {
                 "format": fmt,
                 "split": split,
