@@ -5,6 +5,7 @@ Every error is one `error: ...` line and exit code 2; a run that can go on, goes
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -309,6 +310,20 @@ def test_sizes_beyond_memory_are_refused_before_anything_is_allocated(small_data
     result = gptlib("train", "start", *flags(small_data, tmp_path / "run"), flag)
     assert one_error_line(result, asked, "more than the").endswith("of this machine")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_loss_that_is_no_longer_finite_stops_the_run_and_no_checkpoint_of_it_is_saved(small_data, tmp_path):
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    result = gptlib("train", "start", *flags(small_data, run, max_lr=1e30, checkpoint_every=1, eval_every=1))
+    message = one_error_line(result, "training diverged (max_lr=1e+30 too high?)")
+    step = int(re.match(r"error: the training loss of step (\d+) is (nan|inf|-inf):", message).group(1))
+    assert [r["step"] for r in read_metrics(run) if r["kind"] == "train"] == list(range(1, step))
+    assert len(list_checkpoints(run)) == step - 1, "a checkpoint of every finite step, none of the last"
+    for checkpoint in list_checkpoints(run):
+        weights = load_file(checkpoint / "model.safetensors")
+        assert all(torch.isfinite(tensor).all() for tensor in weights.values()), checkpoint
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
