@@ -196,11 +196,12 @@ def test_a_state_pt_of_another_checkpoint_is_refused_though_its_checksum_was_mad
 def test_a_state_pt_of_a_run_with_another_seed_is_refused_though_its_checksum_was_made_to_match(
     small_data, tmp_path
 ):
-    run, other = tmp_path / "run", tmp_path / "other"
+    run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
-    assert gptlib("train", "start", *flags(small_data, other, max_steps=4, seed=7)).returncode == 0
     latest = list_checkpoints(run)[-1]
-    shutil.copy(list_checkpoints(other)[-1] / "state.pt", latest / "state.pt")  # same shapes, same step
+    state = torch.load(latest / "state.pt", weights_only=True)
+    state["ranks"][0]["loader"]["seed"] = 7  # as in the state.pt of a same-shaped run of seed 7, same step
+    torch.save(state, latest / "state.pt")
     rehash(latest)
     result = gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
     one_error_line(result, "state.pt holds the batches of seed 7")
