@@ -167,9 +167,9 @@ def report(train_rows: list[dict], sample_rows: list[dict], peaks: dict, seconds
     busy = max(load) > cores
     warning = (
         [
-            f"**Warning: the machine was oversubscribed during this run (1-minute load average {load[0]:.1f} at the "
-            f"start, {load[1]:.1f} at the end, on {cores} cores): the figures below, even the ratios, are not "
-            "reliable. Re-run on a quiet machine.**",
+            "**Warning: the machine was oversubscribed during this run (1-minute load average "
+            f"{load[0]:.1f} at the start, {load[1]:.1f} at the end, on {cores} cores): the figures below, "
+            "even the ratios, are not reliable. Re-run on a quiet machine.**",
             "",
         ]
         if busy
@@ -180,15 +180,16 @@ def report(train_rows: list[dict], sample_rows: list[dict], peaks: dict, seconds
         "",
         *warning,
         machine_line(),
-        f"Measured in {seconds:.0f} s (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end): expect "
-        "some noise in the",
+        f"Measured in {seconds:.0f} s (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end): "
+        "expect some noise in the",
         "absolute rates; each figure is the best of alternating rounds, so both sides see the same load.",
         "",
-        "**Training step** (forward + backward + AdamW, the fastest of a few steps): gptlib's `GPT` against the",
-        "same network built from `torch.nn.TransformerEncoderLayer(norm_first=True, batch_first=True)` and a",
+        "**Training step** (forward + backward + AdamW, the fastest of a few steps): gptlib's `GPT`",
+        "against the same network built from `torch.nn.TransformerEncoderLayer(norm_first=True,",
+        "batch_first=True)` and a",
         "causal mask (same sizes, same parameter count, tied head). Model FLOP/s count `flops_per_token()`",
-        "(6N + 12·L·C·T); the peak is the best 1024×1024 matmul measured in the same script, before and after "
-        f"({peaks['fp32'] / 1e9:.0f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.0f} GFLOP/s bf16).",
+        "(6N + 12·L·C·T); the peak is the best 1024×1024 matmul measured in the same script, before and "
+        f"after ({peaks['fp32'] / 1e9:.0f} GFLOP/s fp32, {peaks['bf16'] / 1e9:.0f} GFLOP/s bf16).",
         "",
         "| preset | params | batch | precision | gptlib tok/s | TransformerEncoderLayer tok/s | ratio | "
         "gptlib GFLOP/s | of matmul peak |",
@@ -197,8 +198,8 @@ def report(train_rows: list[dict], sample_rows: list[dict], peaks: dict, seconds
     for r in train_rows:
         B, T = SHAPES[r["preset"]]
         lines.append(
-            f"| `{r['preset']}` | {r['params'] / 1e6:.2f} M | {B}×{T} | {r['precision']} | {r['ours']:,.0f} | "
-            f"{r['peer']:,.0f} | {r['ours'] / r['peer']:.2f}× | {r['flops'] / 1e9:.1f} | "
+            f"| `{r['preset']}` | {r['params'] / 1e6:.2f} M | {B}×{T} | {r['precision']} | "
+            f"{r['ours']:,.0f} | {r['peer']:,.0f} | {r['ours'] / r['peer']:.2f}× | {r['flops'] / 1e9:.1f} | "
             f"{r['flops'] / r['peak']:.0%} |"
         )
     lines += [

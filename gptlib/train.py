@@ -27,6 +27,7 @@ __all__ = [
     "check_moments",
     "resumed_log",
     "start_new",
+    "init_from_run",
     "validate",
     "save",
     "Diverged",
@@ -56,7 +57,7 @@ from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
-from .run_folder import CheckpointError, RunFolder, load_checkpoint  # the store: hand-written
+from .run_folder import CheckpointError, RunFolder, load_checkpoint, load_trained  # the store
 from gptlib.runtime import (
     Distributed,
     StopRequest,
@@ -81,6 +82,8 @@ class TrainConfig(GPTConfig):
     shards: str = opt("", "a folder made by gptlib.data.prepare")
     tokenizer: str = opt("", "the tokenizer folder the shards were made with")
     out: str = opt("", "the run folder: checkpoints, metrics.jsonl, plots, samples", resumable=True)
+    # continued pretraining: a new run's first weights; a resume loads its own checkpoint, never these again
+    init_from: str = opt("", "a run folder: a new run starts from its best checkpoint's weights (same shape)")
     # optimization: what every step computes, fixed for the life of a run
     micro_batch: int = opt(8, "sequences per forward/backward pass", low=1)
     grad_accum: int = opt(4, "micro-batches per optimizer step (per process)", low=1)
@@ -150,6 +153,8 @@ class TrainConfig(GPTConfig):
         Past the cosine's end a run trains at min_lr, so it may grow longer without changing its past."""
         resumable = {f.name for f in fields(self) if f.metadata.get("resumable")}
         now = self.to_dict()  # paths as strings, as the saved config has them
+        # a field the checkpoint does not record is newer than the run, which ran with its default
+        saved = {**{f.name: f.default for f in fields(self)}, **saved}
         different = sorted(k for k, v in now.items() if k not in resumable and saved.get(k) != v)
         if different:
             details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in different)
@@ -489,12 +494,39 @@ def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> 
     return Progress(meta["step"], meta["val_loss"], skipped)
 
 
-def start_new(cfg: TrainConfig, dist: Distributed, run: RunFolder, tokenizer: Tokenizer) -> Progress:
-    """Begin a new run: the tokenizer copied into the run folder, an empty log (rank 0); then every generator
-    seeded per rank, so that dropout differs between ranks (the initial weights were drawn before)."""
+def start_new(
+    cfg: TrainConfig, dist: Distributed, run: RunFolder, training: Training, tokenizer: Tokenizer
+) -> Progress:
+    """Begin a new run: the weights of `cfg.init_from`'s best checkpoint when asked, the tokenizer copied into
+    the run folder, an empty log (rank 0); then every generator seeded per rank, so that dropout differs
+    between ranks (the initial weights were drawn before)."""
+    if cfg.init_from:  # continued pretraining: the drawn weights replaced, with a new optimizer and schedule
+        init_from_run(training.model, cfg.init_from, tokenizer)
     run.begin(tokenizer)  # the copy travels with the run: `gptlib sample` reads it back
     seed_everything(cfg.seed + dist.rank)
     return Progress()  # step 0, not validated yet, nothing skipped
+
+
+def init_from_run(model: GPT, source, tokenizer: Tokenizer) -> dict:
+    """Load the weights of run `source`'s best checkpoint into `model`; return that checkpoint's metadata.
+    It must have been trained with the same tokenizer (the same ids for the same text, or the embeddings
+    would mean nothing) and be a model of the same shape: every `GPTConfig` field but the dropouts, which
+    are how a model trains, not what it is."""
+    trained, its_tokenizer, meta = load_trained(source, "best")  # checked: files, checksums, tokenizer
+    if its_tokenizer.fingerprint() != tokenizer.fingerprint():
+        raise CheckpointError(
+            f"--init-from {source}: it was trained with another tokenizer; continued pretraining needs the "
+            f"same ids, so make this run's shards with {Path(source) / 'tokenizer'}"
+        )
+    shape, its_shape = (
+        {k: v for k, v in config.to_dict().items() if "dropout" not in k}
+        for config in (model.config, trained.config)
+    )
+    if shape != its_shape:
+        different = ", ".join(f"{k} {its_shape[k]} vs {shape[k]}" for k in shape if shape[k] != its_shape[k])
+        raise CheckpointError(f"--init-from {source}: its model has another shape ({different} here)")
+    model.load_state_dict(trained.state_dict())  # copied into the parameters the optimizer already holds
+    return meta
 
 
 # %% ../notebooks/06_training.ipynb #training-030h
@@ -662,7 +694,7 @@ def train(
             training = setup(cfg, dist, tokenizer, inputs, run_precision(cfg, meta))
             # resume, or begin a new run
             if path is None:
-                done = start_new(cfg, dist, run, tokenizer)
+                done = start_new(cfg, dist, run, training, tokenizer)
             else:
                 resume(training, dist, path, meta)
                 done = resumed_log(run, records, meta, damaged)
@@ -682,8 +714,9 @@ def train(
 def start_line(cfg: TrainConfig, dist: Distributed, training: Training, resumed, compiled: str, peak) -> str:
     "What the run's first log line says: how it starts, the model's size, where and how it computes."
     model, precision = training.model, training.precision
+    begun = f"new run (from the best checkpoint of {cfg.init_from})" if cfg.init_from else "new run"
     return (
-        f"{'new run' if resumed is None else f'resuming from {resumed.name}'} in {Path(cfg.out)} | "
+        f"{begun if resumed is None else f'resuming from {resumed.name}'} in {Path(cfg.out)} | "
         f"{model.num_params(False):,d} parameters | {dist.device} x {dist.world_size} | "
         f"{precision.name} ({precision.reason}) | {compiled} | "
         f"{cfg.micro_batch * cfg.grad_accum * cfg.context * dist.world_size:,d} tokens/step | "

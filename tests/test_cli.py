@@ -457,8 +457,17 @@ def _summary(**changes) -> dict:
         "val_bpb": 2.3456,
         "val_tokens": 12_345,
         "references": {"ln V": 6.24, "unigram": 5.9, "bigram": 4.8},
+        "held_out": 2,
+        "prompt": "JULIET.\n",
         "sample": "Romeo.\nWhat say you?",
-        "quality": {"known_words": 0.75, "known_speakers": None, "longest_blank_run": 2, "stutters": ["ooo"]},
+        "quality": {
+            "known_words": 0.75,
+            "known_speakers": None,
+            "longest_blank_run": 2,
+            "stutters": ["ooo"],
+            "n_words": 4,
+        },
+        "tensorboard": None,
         "wall_s": 90.0,
         **changes,
     }
@@ -473,7 +482,8 @@ def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypat
 
     monkeypatch.setattr(gptlib.cli.run, "run_pipeline", run_pipeline)
     assert main(["run", "--preset", "tiny", "--prompt", "JULIET.\n", "--sample-tokens", "20"]) == 0
-    assert asked == [("tiny", {"prompt": "JULIET.\n", "sample_tokens": 20})]
+    asked_for = {"corpus": "shakespeare", "prompt": "JULIET.\n", "sample_tokens": 20, "tensorboard": False}
+    assert asked == [("tiny", asked_for)]
     out = capsys.readouterr().out
     assert "shakespeare: 42 documents, 5,057,198 characters, 5.06 MB" in out
     assert (

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import math
 import re
 from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from gptlib import exercises
 
@@ -20,9 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 # (exercise, the solutions file holding its reference answer)
 EXERCISES = [
-    ("causal_head", "model"),
-    ("cross_entropy", "model"),
-    ("keep_top_k", "model"),
     ("training_step", "training"),
 ]
 
@@ -82,9 +77,9 @@ def test_a_not_implemented_error_that_is_not_the_stub_propagates():
 
 def test_checkers_leave_torch_threads_as_they_found_them():
     threads = torch.get_num_threads()
-    exercises.check_cross_entropy(solution("cross_entropy"))
+    exercises.check_training_step(solution("training_step"))
     with pytest.raises(AssertionError):
-        exercises.check_cross_entropy(lambda logits, targets: torch.tensor(0.0))
+        exercises.check_training_step(step_reading_every_batch)
     assert torch.get_num_threads() == threads
 
 
@@ -98,134 +93,6 @@ def test_solution_files_say_what_they_hold_and_import_only_what_the_notebooks_ha
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     # `%load -s NAME` copies one function without the file's imports: it must run on the notebook's own
     assert imported <= {"math", "numpy", "torch"}, f"{path.name} imports {imported}"
-
-
-# ------------------------------------------------------------------------------------------------------
-# 04 · model
-
-
-def head_with(x, w_q, w_k, w_v, *, scale=None, mask="causal"):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    T, D = x.size(1), q.size(-1)
-    scores = q @ k.transpose(-2, -1) * (D**-0.5 if scale is None else scale)
-    if mask == "causal":
-        scores = scores.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf"))
-    elif mask == "zeros":
-        scores = scores.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), 0.0)
-    elif mask == "strict":  # hides the diagonal too: position 0 sees nothing
-        scores = scores.masked_fill(
-            ~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1), float("-inf")
-        )
-    return scores.softmax(dim=-1) @ v
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (lambda x, q, k, v: head_with(x, q, k, v, mask="none"), "changes when a later token changes"),
-        (lambda x, q, k, v: head_with(x, q, k, v, mask="zeros"), "a score of 0 would still get weight"),
-        (lambda x, q, k, v: head_with(x, q, k, v, mask="strict"), "each position sees itself and the past"),
-        (lambda x, q, k, v: head_with(x, q, k, v, scale=1.0), "the scores are not scaled"),
-        (
-            lambda x, q, k, v: head_with(x, q, k, v, scale=x.size(-1) ** -0.5),
-            "divided by sqrt(C), the input width",
-        ),
-        (lambda x, q, k, v: head_with(x, q, k, v)[..., :-1], "one D-wide vector per position"),
-        (
-            lambda x, q, k, v: F.scaled_dot_product_attention(x @ q, x @ k, x @ v, is_causal=True),
-            "without F.scaled_dot_product_attention",
-        ),
-    ],
-)
-def test_causal_head_checker_names_the_mistake(wrong, hint):
-    rejects("causal_head", wrong, hint)
-
-
-def ce_from_softmax(logits, targets):
-    probs = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)  # exp(300) is inf in float32
-    return -probs[torch.arange(len(targets)), targets].log().mean()
-
-
-def ce_from_library(logits, targets):
-    return F.cross_entropy(logits, targets)
-
-
-def ce_summed(logits, targets):
-    return -logits.log_softmax(dim=-1)[torch.arange(len(targets)), targets].sum()
-
-
-def ce_per_position(logits, targets):
-    return -logits.log_softmax(dim=-1)[torch.arange(len(targets)), targets]
-
-
-def ce_every_target_for_every_row(logits, targets):
-    return -logits.log_softmax(dim=-1)[:, targets]
-
-
-def ce_without_minus(logits, targets):
-    return logits.log_softmax(dim=-1)[torch.arange(len(targets)), targets].mean()
-
-
-def ce_over_positions(logits, targets):
-    return -logits.log_softmax(dim=0)[torch.arange(len(targets)), targets].mean()
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (ce_from_softmax, "exp overflows (inf) or softmax underflows to 0"),
-        (ce_from_library, "without F.cross_entropy or F.nll_loss"),
-        (ce_summed, "the sum over positions: return the mean"),
-        (ce_per_position, "return the mean over the N positions, one number"),
-        (ce_every_target_for_every_row, "logp[:, targets] takes every target for every row"),
-        (ce_without_minus, "the loss is minus the log-probability of the target"),
-        (ce_over_positions, "take it over the vocabulary, dim=-1"),
-    ],
-)
-def test_cross_entropy_checker_names_the_mistake(wrong, hint):
-    rejects("cross_entropy", wrong, hint)
-
-
-def test_checkers_give_the_library_functions_back():
-    "The functions a checker refuses while the learner's code runs work again afterwards, pass or fail."
-    saved = F.cross_entropy, F.nll_loss, F.scaled_dot_product_attention
-    with pytest.raises(AssertionError):
-        exercises.check_cross_entropy(ce_from_library)
-    exercises.check_causal_head(solution("causal_head"))
-    assert (F.cross_entropy, F.nll_loss, F.scaled_dot_product_attention) == saved
-
-
-def top_k_zeroing(logits, k):
-    kth = torch.topk(logits, k, dim=-1).values[:, -1:]
-    return logits.masked_fill(logits < kth, 0.0)
-
-
-def top_k_one_too_many(logits, k):
-    kth = logits.sort(dim=-1, descending=True).values[:, k : k + 1]  # the (k+1)-th largest
-    return logits.masked_fill(logits < kth, float("-inf")) if k < logits.size(-1) else logits.clone()
-
-
-def top_k_of_the_batch(logits, k):
-    kth = torch.topk(logits.flatten(), k * logits.size(0)).values[-1]  # one threshold for every row
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def top_k_in_place(logits, k):
-    kth = torch.topk(logits, k, dim=-1).values[:, -1:]
-    return logits.masked_fill_(logits < kth, float("-inf"))
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (top_k_zeroing, "the dropped scores became 0"),
-        (top_k_one_too_many, "keeps 6 scores per row: off by one"),
-        (top_k_of_the_batch, "take the k-th largest of each row (dim=-1), not of the whole batch"),
-        (top_k_in_place, "keep_top_k changed its input"),
-    ],
-)
-def test_keep_top_k_checker_names_the_mistake(wrong, hint):
-    rejects("keep_top_k", wrong, hint)
 
 
 # ------------------------------------------------------------------------------------------------------

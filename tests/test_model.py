@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gptlib.errors import ConfigError
 from gptlib.model import (
     GPT,
     GPT_PRESETS,
@@ -194,6 +195,44 @@ def test_top_k_and_top_p_keep_only_the_likely_tokens():
     assert torch.equal(sample_next_token(logits[:3], temperature=0.0), torch.zeros(3, dtype=torch.long))
 
 
+def test_top_k_keeps_exactly_k_tokens_when_scores_tie():
+    logits = torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]]).repeat(4000, 1)
+    drawn = set(sample_next_token(logits, top_k=2, generator=torch.Generator().manual_seed(0)).tolist())
+    assert len(drawn) == 2 and 0 in drawn and drawn <= {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-38, 1e-45, 5e-324])
+def test_a_vanishing_temperature_samples_greedily_and_stays_finite(temperature):
+    "Where logits / temperature overflows float32, sampling takes its limit: the most likely token."
+    logits = torch.tensor([[3.0, -1.0, 2.5, 0.0], [-5.0, -7.0, -6.0, -9.0], [1.0, 4.0, 4.0, 0.0]])
+    gen = torch.Generator().manual_seed(0)
+    for top_k, top_p in [(None, None), (2, None), (None, 0.9)]:
+        drawn = sample_next_token(logits.repeat(200, 1), temperature, top_k, top_p, generator=gen).view(
+            200, 3
+        )
+        assert (drawn[:, 0] == 0).all() and (drawn[:, 1] == 0).all()
+        assert set(drawn[:, 2].tolist()) == {1, 2}  # a tie for the best score shares the draws
+
+
+def test_a_vanishing_temperature_leaves_ordinary_rows_as_they_were():
+    "Only rows whose scaled scores overflowed are replaced: at an ordinary temperature nothing changes."
+    logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(3)) * 4
+    scaled = logits / 0.8
+    expected = torch.multinomial(scaled.softmax(-1), 1, generator=torch.Generator().manual_seed(1)).squeeze(
+        -1
+    )
+    got = sample_next_token(logits, 0.8, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(got, expected)
+
+
+def test_generation_with_a_vanishing_temperature_is_greedy():
+    model = seeded_model(tiny())
+    prompt = random_tokens(model.config, 2, 5)
+    assert torch.equal(
+        generate(model, prompt, 12, temperature=1e-40), generate(model, prompt, 12, temperature=0.0)
+    )
+
+
 def test_low_temperature_concentrates_on_the_most_likely_token():
     logits = torch.tensor([[2.0, 1.0, 0.0]]).repeat(4000, 1)
     gen = torch.Generator().manual_seed(0)
@@ -299,7 +338,10 @@ def test_same_seed_gives_the_same_model_outputs_and_samples():
     torch.manual_seed(0)
     out_b = b(idx, idx)
     assert torch.equal(out_a[0], out_b[0]) and torch.equal(out_a[1], out_b[1])
-    sample = lambda m: generate(m, idx, 10, generator=torch.Generator().manual_seed(1))
+
+    def sample(m):
+        return generate(m, idx, 10, generator=torch.Generator().manual_seed(1))
+
     assert torch.equal(sample(a), sample(b))
     by_method = a.generate(idx, 10, generator=torch.Generator().manual_seed(1))
     assert torch.equal(by_method, sample(a)), "GPT.generate is generate(model, ...)"
@@ -402,6 +444,15 @@ def test_unknown_preset_lists_the_known_ones():
         GPTConfig.preset("huge")
 
 
+def test_the_cpu_model_preset_is_the_cpu_training_presets_model():
+    "One `cpu` preset: training it builds exactly the model preset (no dropout, recipe search)."
+    from gptlib.train import TrainConfig
+
+    preset = GPT_PRESETS["cpu"]
+    assert preset.dropout == 0.0 and preset.attn_dropout == 0.0
+    assert TrainConfig.preset("cpu").model_config() == preset
+
+
 def test_config_round_trips_through_a_dict():
     config = GPTConfig.preset("cpu", vocab_size=1000)
     assert GPTConfig.from_dict(config.to_dict()) == config
@@ -410,7 +461,7 @@ def test_config_round_trips_through_a_dict():
 
 def test_sequence_longer_than_the_context_names_both_lengths():
     model = GPT(tiny())
-    with pytest.raises(ValueError, match=r"65 exceeds .* context of 64"):
+    with pytest.raises(ConfigError, match=r"65 exceeds .* context of 64"):
         model(torch.zeros(1, 65, dtype=torch.long))
 
 
@@ -419,11 +470,12 @@ def test_sequence_longer_than_the_context_names_both_lengths():
     [
         (torch.zeros(4, dtype=torch.long), ValueError),
         (torch.zeros(1, 4), TypeError),
-        (torch.full((1, 4), 512), ValueError),
-        (torch.full((1, 4), -1), ValueError),
+        (torch.full((1, 4), 512), ConfigError),
+        (torch.full((1, 4), -1), ConfigError),
     ],
 )
 def test_bad_token_ids_raise_a_clear_error(idx, error):
+    "Ids outside the vocabulary: model and data do not fit (ConfigError); a wrong dtype or shape: a bug."
     with pytest.raises(error, match="token ids|shape"):
         GPT(tiny())(idx)
 
@@ -432,17 +484,39 @@ def test_bad_token_ids_raise_a_clear_error(idx, error):
     "kwargs, pattern",
     [
         ({"max_new_tokens": -1}, "max_new_tokens"),
+        ({"max_new_tokens": 2.0}, "max_new_tokens"),
+        ({"max_new_tokens": True}, "max_new_tokens"),
         ({"temperature": -0.5}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
         ({"top_k": 0}, "top_k"),
+        ({"top_k": 2.5}, "top_k"),
+        ({"top_k": True}, "top_k"),
         ({"top_p": 0.0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
         ({"eos_id": 512}, "eos_id"),
+        ({"eos_id": -1}, "eos_id"),
     ],
 )
-def test_bad_generation_arguments_raise_naming_the_argument(kwargs, pattern):
+def test_bad_generation_arguments_raise_a_config_error_naming_the_argument(kwargs, pattern):
+    "They come from the command line's flags: a user's error (one line), not a bug (a traceback)."
     model = GPT(tiny())
     args = {"max_new_tokens": 3, **kwargs}
-    with pytest.raises(ValueError, match=pattern):
+    with pytest.raises(ConfigError, match=pattern):
         generate(model, torch.zeros(1, 2, dtype=torch.long), **args)
+
+
+@pytest.mark.parametrize(
+    "prompt, pattern",
+    [
+        (torch.zeros(1, 0, dtype=torch.long), "the prompt is empty"),
+        (torch.full((1, 3), 512), "outside the vocabulary"),
+    ],
+)
+def test_a_prompt_the_model_cannot_read_raises_a_config_error(prompt, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        generate(GPT(tiny()), prompt, 3)
 
 
 def test_targets_of_the_wrong_shape_are_refused():

@@ -10,7 +10,8 @@ arguments once, and runs the command under the error policy below.
     model      show: a preset's sizes, parameters by component, FLOPs     gptlib.cli.model
     train      start (or resume) / config: flags generated from TrainConfig   gptlib.cli.train
     sample     generate text from a trained run                           gptlib.cli.sample
-    run        the main job: the whole pipeline on the embedded corpus    gptlib.cli.run
+    run        the main job: the whole pipeline, on any corpus            gptlib.cli.run
+    metrics    a run's metrics.jsonl as TensorBoard event files           gptlib.cli.metrics
 
 The error policy: a user's mistake ends in one line, a bug in its traceback.
 
@@ -40,13 +41,13 @@ import sys
 
 from gptlib.errors import GptlibError
 
-from . import corpus, data, model, run, sample, tokenizer, train
+from . import corpus, data, metrics, model, run, sample, tokenizer, train
 from ._shared import Parser, UsageError
 from .train import config_from_args, train_parser
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "describe", "main", "config_from_args", "train_parser"]
 
-COMMANDS = (corpus, tokenizer, data, model, train, sample, run)  # in the order `-h` lists them
+COMMANDS = (corpus, tokenizer, data, model, train, sample, run, metrics)  # in the order `-h` lists them
 
 
 def build_parser() -> Parser:

@@ -30,6 +30,7 @@ __all__ = [
     "add_corpus",
     "add_sdist",
     "add_preset",
+    "add_tensorboard",
     "default_tokenizer",
     "add_tokenizer",
     "add_shards",
@@ -110,6 +111,15 @@ def add_preset(parser: argparse.ArgumentParser, presets: dict, default: str, wha
     "`--preset NAME`, one of the names of `presets` (a `PRESETS` table of gptlib.model or gptlib.train)."
     parser.add_argument(
         "--preset", default=default, choices=sorted(presets), help=f"the {what} preset (default: {default})"
+    )
+
+
+def add_tensorboard(parser: argparse.ArgumentParser) -> None:
+    "`--tensorboard`: a training command's scalars also written as TensorBoard events, beside its metrics."
+    parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write the scalars as TensorBoard events in RUN/tensorboard/ (needs the tensorboard extra)",
     )
 
 

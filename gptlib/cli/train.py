@@ -3,7 +3,12 @@
 Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.train`.
 
     train start --preset NAME --shards F --tokenizer F --out F [--FIELD VALUE ...]   train, or resume
+                [--init-from RUN] [--tensorboard]
     train config --preset NAME [--FIELD VALUE ...]                                   the resolved config
+
+`--init-from RUN` (continued pretraining) starts a new run from RUN's best weights with a new optimizer and
+schedule, and ends with bits per byte on RUN's held-out text and on the new one, before and after.
+`--tensorboard` writes the run's scalars as TensorBoard events in `OUT/tensorboard/` as it trains.
 
 The flags are generated from the dataclass (`Config.add_arguments`): a field added to `TrainConfig` is a
 flag at once, its description the flag's help, its type and bounds checked as the dataclass checks them.
@@ -17,11 +22,12 @@ import json
 from pathlib import Path
 
 from gptlib.display import save_plots
-from gptlib.run_folder import read_metrics
+from gptlib.pipeline import TrainingEvents, continued_after, continued_pretraining
+from gptlib.run_folder import CheckpointError, list_checkpoints, read_metrics
 from gptlib.runtime import resolve_device
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
-from ._shared import Parser, UsageError, add_preset, check_memory, signal_exit_code
+from ._shared import Parser, UsageError, add_preset, add_tensorboard, check_memory, signal_exit_code
 
 __all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
 
@@ -40,6 +46,7 @@ def add_to(commands) -> None:
         description=_ABOUT,
     )
     add_train_flags(start)
+    add_tensorboard(start)
     start.set_defaults(handler=start_command)
     config = verbs.add_parser("config", help="print the resolved configuration as JSON, train nothing")
     add_train_flags(config)
@@ -73,11 +80,50 @@ def start_command(args: argparse.Namespace) -> int:
         raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
     cfg = _config(args)
     check_memory(cfg, training=True, device=resolve_device(cfg.device))  # before anything is built
+    events = TrainingEvents(cfg.out) if args.tensorboard else None  # TensorBoard checked before any work
+    start = _continued_start(cfg) if cfg.init_from else None
     seen_here = []  # `train` hands its records to the callback in the main process only
-    history = train(cfg, callback=seen_here.append)
-    if seen_here:  # so under torchrun one process draws the curves
+
+    def callback(record: dict) -> None:
+        seen_here.append(record)
+        if events is not None:
+            events(record)
+
+    try:
+        history = train(cfg, callback=callback)
+    finally:
+        if events is not None:
+            events.close()
+    if seen_here:  # so under torchrun one process draws the curves and reports
         save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
+        if start is not None:
+            _print_continued(cfg, start, continued_after(cfg, start))
     return signal_exit_code(history[-1].get("stopped") if history else None)
+
+
+def _continued_start(cfg: TrainConfig) -> dict | None:
+    """The figures of the weights a continued run starts from. A new run that cannot start from them is
+    refused here, before any work; a resumed one needs them no more (its checkpoint holds its weights), so
+    when the run it started from is gone it goes on without the `before` figures."""
+    try:
+        return continued_pretraining(cfg)
+    except CheckpointError:
+        if not list_checkpoints(cfg.out):
+            raise
+        print(f"{cfg.init_from} cannot be read any more: no figures of the weights this run started from")
+        return None
+
+
+def _print_continued(cfg: TrainConfig, start: dict, end: dict) -> None:
+    "Continued pretraining's table: bits per byte on the old and the new held-out text, before and after."
+    print(
+        f"continued pretraining: bits per byte over the held-out text, before (the best checkpoint of "
+        f"{cfg.init_from}, step {start['step']}) and after (this run's best, step {end['step']})"
+    )
+    for which, label in (("old", "the old run's"), ("new", "this run's")):
+        before, after = start["before"][which], end["after"][which]
+        figures = "its shards are gone" if before is None else f"{before:.4f} -> {after:.4f}"
+        print(f"  {label:14s} {figures}   ({start['texts'][which]})")
 
 
 def config_command(args: argparse.Namespace) -> int:

@@ -62,6 +62,18 @@ def record(notebook: str, name: str, result: dict, note: str = "") -> Score:
     return row
 
 
+def clear(notebook: str) -> None:
+    """Forget the rows of `notebook`. A lesson calls it before its first `record`, so that the board shows the
+    models of its latest run only, not also rows of an earlier run under names it no longer uses."""
+    from gptlib.files import write_json
+
+    if notebook not in LESSONS:
+        raise ValueError(f"unknown lesson {notebook!r}")
+    rows = load()
+    if any(s.notebook == notebook for s in rows):
+        write_json(board_path(), [asdict(s) for s in rows if s.notebook != notebook])
+
+
 def score(model, data, *, batch_size: int = 16, context: int | None = None) -> dict:
     """`gptlib.train.evaluate` of `model` over every window of the held-out split of `data` (a
     `course.setup.CourseData`), in fp32 on the CPU: `{"val_loss", "val_bpb", "val_tokens"}`."""
@@ -84,10 +96,11 @@ def show(upto: str | None = None) -> str:
     if not rows:
         return "the scoreboard is empty: run the lessons from 04 on to fill it"
     best = min(s.val_bpb for s in rows)
-    lines = [f"{'notebook':12s} {'model':34s} {'nats/token':>10s} {'bits/byte':>9s} {'perplexity':>10s}  note"]
+    lines = [
+        f"{'notebook':12s} {'model':34s} {'nats/token':>10s} {'bits/byte':>9s} {'perplexity':>10s}  note"
+    ]
     for s in rows:
         mark = " *" if s.val_bpb == best else "  "
-        lines.append(
-            f"{s.notebook:12s} {s.name:34s} {s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark} {s.note}"
-        )
+        figures = f"{s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark}"
+        lines.append(f"{s.notebook:12s} {s.name:34s} {figures} {s.note}")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Reference answers to the exercises that close each notebook, one file per notebook (a module name cannot
-start with a digit): bpe (01), model (04), optim (05), training (06). Lessons 02 and 03 hold theirs in their
-own exercise cells (`course.checks.data`, `course.checks.loader` check them).
+start with a digit): training (06). The other lessons hold theirs in their own exercise cells (the
+checks in `course.checks` check them).
 
 Try an exercise before reading its answer. From a notebook, `%load -s NAME solutions/FILE.py` shows one
 answer in a cell; `from solutions.FILE import NAME` uses it. The checkers in `gptlib.exercises` accept these
