@@ -327,6 +327,17 @@ def test_a_loss_that_is_no_longer_finite_stops_the_run_and_no_checkpoint_of_it_i
         assert all(torch.isfinite(tensor).all() for tensor in weights.values()), checkpoint
 
 
+def test_sampling_is_finite_for_every_accepted_temperature(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=2)).returncode == 0
+    greedy = gptlib("sample", "--run", run, "--prompt", "ROMEO", "--temperature", 0, "--max-new-tokens", 8)
+    for temperature in ("1e-45", "5e-324"):  # logits / T overflow float32: the limit is the greedy choice
+        result = gptlib(
+            "sample", "--run", run, "--prompt", "ROMEO", "--temperature", temperature, "--max-new-tokens", 8
+        )
+        assert result.returncode == 0 and result.stdout == greedy.stdout, result.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
 @pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu"])
 def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, device):
