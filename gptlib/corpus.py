@@ -149,7 +149,7 @@ def safe_extract(tar_path: Path, dest: Path, prefix: str = "") -> list[Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             source = tar.extractfile(member)
             assert source is not None, f"regular member {name} has no data"
-            with source, open(target, "wb") as out:
+            with naming(target), source, open(target, "wb") as out:  # a full disk names the file
                 shutil.copyfileobj(source, out)
             written.append(target)
     return written
@@ -297,7 +297,8 @@ def _text_folder(folder: Path) -> Iterator[Document]:
 
 
 def _jsonl(path: Path, field: str) -> Iterator[Document]:
-    with open(path, "rb") as f:  # bytes, decoded line by line, so an error can name the line
+    # bytes, decoded line by line, so an error can name the line; a failing read names the file
+    with naming(path), open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8")

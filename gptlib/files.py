@@ -47,6 +47,7 @@ __all__ = [
     "remove_stale_temporaries",
     "read_json_document",
     "DocumentError",
+    "LOCK_FILE",
     "FolderLock",
     "LockedError",
 ]
@@ -271,6 +272,9 @@ def read_json_document(
 # --- one writer per folder --------------------------------------------------------------------------
 
 
+LOCK_FILE = ".lock"  # in every folder gptlib writes with a lock: what a folder's checks count as no content
+
+
 class LockedError(GptlibError, RuntimeError):
     "Another live process is writing to the folder."
 
@@ -281,7 +285,7 @@ class FolderLock:
     The file holds the owner's pid, for the error message."""
 
     def __init__(self, folder, what: str = "folder"):
-        self.path, self.what, self._fd = Path(folder) / ".lock", what, None
+        self.path, self.what, self._fd = Path(folder) / LOCK_FILE, what, None
 
     def __enter__(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)

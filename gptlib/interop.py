@@ -20,8 +20,10 @@ import numpy as np
 from .data import plan_shards, token_dtype, tokenizer_name, write_shard
 from .files import (
     atomic_open,
+    naming,
     new_sha256,
     read_json_document,
+    remove_stale_temporaries,
     sha256_file,
     write_json,
 )
@@ -64,10 +66,16 @@ def _export_record(folder: Path) -> dict:
     )
 
 
+def _blocks(path: Path, size: int = 1 << 22):
+    "The bytes of the file `path`, a block at a time; a failing read names the file (a failing write, not)."
+    with naming(path), open(path, "rb") as f:
+        yield from iter(lambda: f.read(size), b"")
+
+
 def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> dict[str, Path]:
     """Write each split's tokens as `out / names[split]` (after `header(split)`'s bytes, when given): both
-    files or neither. Then record them in `out/gptlib-export.json`. A file in the way that gptlib did not
-    export there is refused, never overwritten."""
+    files or neither. Then record them in `out/gptlib-export.json`, and remove the temporary files a killed
+    export left there. A file in the way that gptlib did not export there is refused, never overwritten."""
     folder, out = Path(folder), Path(out)
     manifest = read_manifest(folder)
     if manifest["tokens"]["dtype"] != "uint16":
@@ -96,10 +104,9 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
                 f.write(block)
                 digest.update(block)
             for shard in verify_split(folder, manifest, split):
-                with open(folder / shard["files"][0]["path"], "rb") as tokens:
-                    for block in iter(lambda: tokens.read(1 << 22), b""):
-                        f.write(block)
-                        digest.update(block)
+                for block in _blocks(folder / shard["files"][0]["path"]):
+                    f.write(block)
+                    digest.update(block)
             entries[name] = {
                 "format": fmt,
                 "split": split,
@@ -112,6 +119,7 @@ def _export_bins(folder, out, names: dict[str, str], fmt: str, header=None) -> d
         out / EXPORT_RECORD,
         {"format": _EXPORT_FORMAT, "version": _EXPORT_VERSION, "files": {**record, **entries}},
     )
+    remove_stale_temporaries(out)  # the half-written .bin files of an export that was killed
     return {split: out / name for split, name in names.items()}
 
 

@@ -41,9 +41,11 @@ import torch
 from .config import ConfigError, checked_int
 from .errors import GptlibError
 from .files import (
+    LOCK_FILE,
     FolderLock,
     atomic_write,
     build_folder,
+    naming,
     read_json_document,
     remove_stale_temporaries,
     rename,
@@ -346,7 +348,7 @@ def _refuse_strangers(path: Path) -> None:
             path / RUN_MARKER, format=RUN_FORMAT, version=RUN_VERSION, error=CheckpointError, what="run"
         )
         return
-    entries = sorted(entry.name for entry in path.iterdir() if entry.name != ".lock")
+    entries = sorted(entry.name for entry in path.iterdir() if entry.name != LOCK_FILE)
     if not entries or any(meta is not None for _, meta, _ in _checkpoints(path)):
         return
     shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
@@ -363,7 +365,8 @@ def _parse_lines(path: Path) -> tuple[list[dict], int]:
     """The records of a JSON-lines file and the number of damaged lines skipped (a last line cut short by a
     kill is not counted: the record it held is written again)."""
     records, damaged = [], 0
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    with naming(path):  # an input/output error names the file
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
     for index, line in enumerate(lines):
         if not line.strip():
             continue
@@ -396,7 +399,7 @@ class MetricsLog:
 
     def append(self, record: dict) -> None:
         if self.enabled:
-            with open(self.path, "a") as f:
+            with naming(self.path), open(self.path, "a") as f:  # a full disk names the file
                 f.write(json.dumps(record) + "\n")
 
 

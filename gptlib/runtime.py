@@ -6,6 +6,8 @@ ask the returned `Distributed` (`is_main`, `all_reduce_sum`) instead of reading 
 generators a training process draws from (torch's, numpy's and Python's) are seeded, captured and restored
 here (`seed_everything`, `rng_state`, `set_rng_state`), so that a checkpoint can hold them; `torch.compile`
 is tried and falls back to eager (`training_module`); Ctrl-C and SIGTERM become a flag (`StopRequest`).
+How much memory a device has (`memory_bytes`) is asked here too, so that sizes too large for it are refused
+before torch tries to allocate them (`MemoryShortage`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from .errors import GptlibError
 
 __all__ = [
     "DeviceError",
+    "MemoryShortage",
+    "memory_bytes",
     "Distributed",
     "resolve_device",
     "setup_distributed",
@@ -37,6 +41,22 @@ __all__ = [
 
 class DeviceError(GptlibError, ValueError):
     "A device this machine does not have, or a name that is not a device (`--device`)."
+
+
+class MemoryShortage(GptlibError, MemoryError):
+    """Sizes that ask for more memory than the device has, refused before anything is allocated: torch's
+    allocator would fail with a traceback, or the system would kill the process without a word."""
+
+
+def memory_bytes(device: torch.device) -> int | None:
+    """The memory tensors on `device` live in: the GPU's for CUDA, else this machine's RAM (an Apple GPU
+    shares it); None where the system does not say."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # a system without these names (Windows)
+        return None
 
 
 @dataclass

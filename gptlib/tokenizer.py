@@ -156,10 +156,16 @@ def train_merges(chunk_counts: dict[str, int], n_merges: int, progress=None) -> 
         # weight is both that pair's count and what (x, a), or (b, y), loses.
         lefts.clear()
         rights.clear()
+        previous = -1
         for w in where.pop(ab):
-            word = words[w]
+            # A word is listed once per occurrence, its entries side by side: the first rewrites all of
+            # them, the others are passed over at once. Searching the word again for each would make one
+            # long unbroken chunk (DNA, base64, minified code) quadratic in its length.
+            if w == previous:
+                continue
+            previous, word = w, words[w]
             if ab not in word:
-                continue  # an earlier occurrence in this word took it (a word is listed per occurrence)
+                continue  # the word lost the pair to an earlier merge (the index is never pruned)
             left, _, right = word.partition(ab)
             if ab not in right:  # one occurrence: x a b y -> x new y
                 words[w] = left + new + right
@@ -509,7 +515,7 @@ def _with_specials(text: str, allowed: frozenset, special_ids: dict[str, int], e
 from contextlib import ExitStack
 
 from .bpe_backends import huggingface_json, tiktoken_ranks_text
-from .files import atomic_open, read_json_document
+from .files import LOCK_FILE, atomic_open, read_json_document, remove_stale_temporaries
 
 TOKENIZER_FILE, VOCAB_FILE = "tokenizer.json", "tokenizer.vocab"  # what load_tokenizer reads; for people
 TIKTOKEN_FILE, HF_FILE = "tokenizer.tiktoken", "hf/tokenizer.json"  # the same vocabulary, other tools'
@@ -533,7 +539,8 @@ def check_tokenizer_folder(folder, *, overwrite: bool = False, fingerprint: str 
         raise TokenizerError(f"a tokenizer is saved into a folder, not a file name like {folder}")
     if folder.exists() and not folder.is_dir():
         raise TokenizerError(f"{folder} exists and is not a folder")
-    if not folder.is_dir() or not any(folder.iterdir()):  # nothing there yet: nothing to lose
+    # nothing there yet but the lock of the command that is about to write it: nothing to lose
+    if not folder.is_dir() or all(entry.name == LOCK_FILE for entry in folder.iterdir()):
         return folder
     if not (folder / TOKENIZER_FILE).is_file():  # the user's folder, not a tokenizer's: never written into
         raise TokenizerError(f"{folder} is not empty and holds no tokenizer: choose another folder")
@@ -587,8 +594,9 @@ def save_tokenizer(tokenizer: Tokenizer, folder, *, overwrite: bool = False) -> 
     tokenizer.vocab (for people), tokenizer.tiktoken and hf/tokenizer.json (the same vocabulary for tiktoken
     and Hugging Face `tokenizers`). Only these files are written, so files beside them stay; all are
     complete under temporary names before any is renamed into place, tokenizer.json last, so a failure
-    leaves the old tokenizer as it was. A folder holding another tokenizer is replaced only with
-    `overwrite`; a folder holding anything else, never."""
+    leaves the old tokenizer as it was (and the temporary files of a process killed while saving are
+    removed by the next save). A folder holding another tokenizer is replaced only with `overwrite`; a
+    folder holding anything else, never."""
     folder = check_tokenizer_folder(folder, overwrite=overwrite, fingerprint=tokenizer.fingerprint())
     files = _tokenizer_files(tokenizer)
     (folder / HF_FILE).parent.mkdir(parents=True, exist_ok=True)
@@ -597,6 +605,8 @@ def save_tokenizer(tokenizer: Tokenizer, folder, *, overwrite: bool = False) -> 
             f = renames.enter_context(atomic_open(folder / name))
             f.write(content)
             f.flush()  # a full disk shows here, before any file has taken its final name
+    for where in (folder, (folder / HF_FILE).parent):  # what a process that died while saving left
+        remove_stale_temporaries(where)
     return folder
 
 

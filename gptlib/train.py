@@ -31,6 +31,8 @@ __all__ = [
     "init_from_run",
     "validate",
     "save",
+    "Diverged",
+    "check_finite",
     "loop",
     "train",
     "start_line",
@@ -51,6 +53,7 @@ from torch.nn.parallel import DistributedDataParallel  # to tell a model wrapped
 from .config import ConfigError, opt
 from .data import TokenSplit, open_split, read_manifest
 from .display import log_line, progress_bar
+from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
@@ -596,6 +599,22 @@ def save(
 
 
 # %% ../notebooks/06_training.ipynb #training-030l
+class Diverged(GptlibError, FloatingPointError):
+    "The training loss is no longer finite: the run stops, keeping the checkpoints saved before."
+
+
+def check_finite(loss: torch.Tensor, step: int, cfg: TrainConfig, dist: Distributed) -> None:
+    """Stop every rank at once when the loss of `step` is not finite on any of them (NaN or infinity: most
+    often a learning rate far too high). The weights it came from are poisoned, so nothing of them may be
+    logged, validated or saved: the run's last checkpoint stays its last finite one."""
+    total = dist.all_reduce_sum(loss.detach().clone())  # not finite on one rank: not finite in the sum
+    if not torch.isfinite(total).item():  # a host read per step, as the stop signal's below
+        raise Diverged(
+            f"the training loss of step {step} is {total.item()}: training diverged (max_lr={cfg.max_lr:g} "
+            "too high?); the run stops here, its checkpoints saved before are kept"
+        )
+
+
 def loop(
     cfg: TrainConfig,
     dist: Distributed,
@@ -629,6 +648,8 @@ def loop(
                 forward, optimizer, scaler, batches, lr, precision=precision, grad_accum=accum, grad_clip=clip
             )
             done.step, done.skipped = done.step + 1, done.skipped + skipped_now
+            if not skipped_now:  # a step fp16's scaler skipped changed no weight: the scaler deals with it
+                check_finite(loss, done.step, cfg, dist)
             meter.step()  # counts the step's tokens; read at the next log line
             if shown is not None:
                 shown.update(1)

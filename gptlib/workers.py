@@ -25,6 +25,14 @@ parent's stdout (a `| tee` never ends). So every worker, first thing, arranges t
 
 Linux sends the signal when the *thread* that started the worker ends, so a pool must be used and shut down
 by the thread that made it (every pool here lives inside one function call).
+
+Why workers ignore Ctrl-C. A terminal sends SIGINT to every process of the foreground group, workers
+included. A worker interrupted while it writes its result into the pipe the pool reads leaves half a message
+there, and the pool's reader thread waits for the rest for good: the command hangs in `shutdown`, and Ctrl-C
+again cannot end it. Elsewhere the worker would print a `KeyboardInterrupt` traceback of its own. So a
+worker ignores SIGINT (its first act) and the parent alone handles it: leaving the pool's `with` block on
+an exception cancels the work not yet begun and waits for what the workers are doing (one batch each, a
+moment), then the command line says `interrupted` and exits 130.
 """
 
 from __future__ import annotations
@@ -97,7 +105,9 @@ def _watch_parent(parent: int) -> None:
 
 def _start_worker(parent: int | None, initializer: Callable | None, initargs: tuple) -> None:
     """The initializer of every pool worker: exit with the parent (`parent` is the pid the worker must have
-    as its parent, or None when it is a fork server whose pid the pool does not know), then `initializer`."""
+    as its parent, or None when it is a fork server whose pid the pool does not know), ignore Ctrl-C (the
+    parent handles it, see the module docstring), then `initializer`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _signal_on_parent_death()
     if parent is None:
         parent = os.getppid()
@@ -108,14 +118,24 @@ def _start_worker(parent: int | None, initializer: Callable | None, initargs: tu
         initializer(*initargs)
 
 
+class _Pool(ProcessPoolExecutor):
+    """A `ProcessPoolExecutor` whose `with` block, when it ends in an exception (Ctrl-C included), cancels the
+    work not yet begun rather than doing it all before the exception may go on."""
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        self.shutdown(wait=True, cancel_futures=exc_type is not None)
+        return False
+
+
 def worker_pool(
     workers: int, initializer: Callable | None = None, initargs: tuple = ()
 ) -> ProcessPoolExecutor:
     """A `ProcessPoolExecutor` of `workers` processes (started the default way) whose workers exit when this
-    process dies, even by SIGKILL. `initializer(*initargs)` then runs in each worker, as usual."""
+    process dies, even by SIGKILL, and leave Ctrl-C to it. `initializer(*initargs)` then runs in each worker,
+    as usual. Leaving its `with` block on an exception cancels the work not yet begun."""
     method = multiprocessing.get_start_method(allow_none=False)
     parent = os.getpid() if method in ("fork", "spawn") else None  # "forkserver": the server is the parent
-    return ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(parent, initializer, initargs))
+    return _Pool(workers, initializer=_start_worker, initargs=(parent, initializer, initargs))
 
 
 # --- sharing work -----------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@ mistake is one `error: ...` line and exit 2, a bug shows its traceback, Ctrl-C e
 
 from __future__ import annotations
 
+import builtins
 import errno
 import importlib.metadata
+import io
 import json
 import os
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 
 import gptlib.cli
 import gptlib.cli.corpus
+import gptlib.cli.model
 import gptlib.cli.run
 import gptlib.cli.train
 import gptlib.files
@@ -90,6 +93,9 @@ def no_work(monkeypatch):
             "--seed: the value must be at most 18446744073709551615",
         ),
         (["sample", "--run", "r", "--top-k", "-3"], "--top-k: the value must be at least 0, got -3"),
+        (["sample", "--run", "r", "--temperature", "nan"], "--temperature: expected a finite number"),
+        (["sample", "--run", "r", "--temperature", "inf"], "--temperature: expected a finite number"),
+        (["sample", "--run", "r", "--temperature", "-1"], "--temperature: the value must be at least 0"),
         (["corpus", "fetch", "--sdist", ""], "--sdist: an empty path"),
         (["corpus", "show", "--sdist", ""], "--sdist: an empty path"),
         (["run", "--sdist", ""], "--sdist: an empty path"),
@@ -173,6 +179,13 @@ def test_train_start_draws_the_curves_in_the_main_process_only(monkeypatch, tmp_
     assert drawn == [tmp_path / "run" / "training.png"]
 
 
+def test_model_show_refuses_a_model_beyond_memory_before_building_it(capsys, monkeypatch):
+    monkeypatch.setattr(gptlib.cli.model, "GPT", None)  # building it would fail the test
+    argv = ["model", "show", "--preset", "gpt-25m", "--vocab-size", "10000000000"]
+    message = one_error_line(capsys, main(argv))
+    assert message.startswith("--vocab-size 10,000,000,000 asks for 20.5 TB of memory (the model), more than")
+
+
 def test_the_console_script_runs_the_same_main():
     (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "gptlib"]
     assert script.load() is gptlib.cli.main
@@ -229,6 +242,101 @@ def test_encode_names_a_file_that_fails_to_read(capsys, tokenizer_folder, tmp_pa
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     argv = ["tokenizer", "encode", "--tokenizer", str(tokenizer_folder), "--file", str(text)]
     assert one_error_line(capsys, main(argv)) == f"Input/output error: {text}"
+
+
+class _FailingReads:
+    "A file whose every read fails as a dying disk's does: errno and message, no file name."
+
+    def __init__(self, f):
+        self._f = f
+
+    def _fail(self, *args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    read = readline = readlines = readinto = __next__ = _fail
+
+    def __iter__(self):
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._f.__exit__(*exc)
+
+
+@pytest.mark.parametrize("corpus", ["a folder of .txt", "a .jsonl file"])
+def test_a_corpus_file_that_fails_to_read_is_named(capsys, tmp_path, monkeypatch, corpus):
+    (tmp_path / "texts").mkdir()
+    bad = tmp_path / "texts" / "play.txt" if corpus == "a folder of .txt" else tmp_path / "docs.jsonl"
+    bad.write_text('{"text": "the cat"}\n')
+    real_open = io.open
+
+    def open_(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return _FailingReads(f) if str(file) == str(bad) and "r" in mode else f
+
+    monkeypatch.setattr(io, "open", open_)  # what pathlib opens with
+    monkeypatch.setattr(builtins, "open", open_)
+    spec = str(bad.parent if corpus == "a folder of .txt" else bad)
+    assert one_error_line(capsys, main(["corpus", "show", "--corpus", spec])) == f"Input/output error: {bad}"
+
+
+def _corpus_named_badly(tmp_path: Path, case: str) -> str:
+    "A corpus spec gptlib cannot read, of the kind `case` says."
+    if case == "an empty spec":
+        (tmp_path / "notes.txt").write_text("the current folder, which an empty spec must not mean")
+        return ""
+    if case == "hf: and a local path":
+        (tmp_path / "texts").mkdir()
+        (tmp_path / "texts" / "a.txt").write_text("the cat sat")
+        return f"hf:{tmp_path / 'texts'}"
+    if case == "a file name that is not UTF-8":
+        (tmp_path / "texts").mkdir()
+        try:
+            (tmp_path / "texts" / os.fsdecode(b"caf\xe9.txt")).write_text("the cat sat")
+        except (OSError, UnicodeEncodeError):
+            pytest.skip("this file system refuses names that are not UTF-8")
+        return str(tmp_path / "texts")
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "numbers.parquet")
+    return str(tmp_path / "numbers.parquet")
+
+
+@pytest.mark.parametrize(
+    "case, problem",
+    [
+        ("an empty spec", "the corpus spec is empty"),
+        ("hf: and a local path", "(for a local folder, give its path without hf:)"),
+        ("a file name that is not UTF-8", "caf\\udce9.txt' is not valid UTF-8: rename the file"),
+        ("a parquet column of ints", "numbers.parquet:0: column 'text' holds int values, not text"),
+    ],
+)
+def test_a_corpus_gptlib_cannot_read_is_one_error_line_naming_it(
+    capsys, tmp_path, monkeypatch, case, problem
+):
+    monkeypatch.chdir(tmp_path)
+    spec, out = _corpus_named_badly(tmp_path, case), tmp_path / "tok"
+    argv = ["tokenizer", "train", "--corpus", spec, "--vocab-size", "260", "--out", str(out), "-q"]
+    message = one_error_line(capsys, main([*argv, "--workers", "1"]))
+    assert problem in message, message
+    assert not (out / "tokenizer.json").exists()
+
+
+def test_folder_names_of_the_largest_legal_length_are_written_into(capsys, small_data, tmp_path):
+    shards, run = tmp_path / ("s" * 255), tmp_path / ("r" * 255)  # 255 bytes: NAME_MAX on Linux and macOS
+    tokenizer = str(small_data / "tokenizer")
+    where = ["--corpus", str(small_data / "texts"), "--tokenizer", tokenizer, "--out", str(shards)]
+    assert main(["data", "prepare", *where, "--val-fraction", "0.34", "--no-progress"]) == 0
+    sizes = ["--micro-batch=4", "--context=32", "--eval-batches=1", "--vocab-size=300", "--precision=fp32"]
+    argv = ["train", "start", "--preset", "tiny", "--shards", str(shards), "--tokenizer", tokenizer]
+    assert main([*argv, "--out", str(run), "--max-steps=2", *sizes]) == 0
+    assert main([*argv, "--out", str(run), "--max-steps=4", "--decay-steps=2", *sizes]) == 0  # a resume
+    capsys.readouterr()
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
 
 
 def test_a_full_disk_names_the_file_it_was_writing(capsys, monkeypatch, small_data, tmp_path):

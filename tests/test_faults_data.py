@@ -358,6 +358,37 @@ def test_work_folders_of_earlier_runs_and_imports_are_removed_by_the_next_succes
     )
 
 
+DIE_WHILE_EXPORTING = """
+import os, signal, sys
+import gptlib.interop as interop
+real_sha256 = interop.new_sha256
+class DieAtTheSecondBlock:  # the first block of train.bin is written when the process is killed
+    def __init__(self):
+        self.digest, self.blocks = real_sha256(), 0
+    def update(self, block):
+        self.blocks += 1
+        if self.blocks == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.digest.update(block)
+interop.new_sha256 = DieAtTheSecondBlock
+from gptlib.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_an_export_killed_mid_write_leaves_a_temporary_that_the_next_export_removes(
+    sources, tmp_path, capsys
+):
+    shards, bins = tmp_path / "shards", tmp_path / "bins"
+    assert run_cli(capsys, prepare_argv(sources, shards))[0] == 0
+    argv = ["data", "export", "--shards", str(shards), "--format", "nanogpt", "--out", str(bins)]
+    killed = subprocess.run([sys.executable, "-c", DIE_WHILE_EXPORTING, *argv], cwd=REPO, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    assert [p.name.split(".tmp-")[0] for p in bins.iterdir()] == [".train.bin"], "killed while writing it"
+    assert run_cli(capsys, argv)[0] == 0
+    assert sorted(p.name for p in bins.iterdir()) == ["gptlib-export.json", "train.bin", "val.bin"]
+
+
 HOLD_LOCK = """
 import sys, time
 from gptlib.files import FolderLock

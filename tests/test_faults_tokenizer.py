@@ -12,22 +12,25 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gptlib.tokenizer
 from gptlib.cli import main as cli_main
+from gptlib.files import FolderLock
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _gptlib(*args: str, **kwargs) -> subprocess.CompletedProcess:
+def _gptlib(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     "`python -m gptlib ARGS` in a child process, with this checkout's gptlib first on the path."
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=120, **kwargs
+        [sys.executable, "-m", "gptlib", *args], env=env, capture_output=True, timeout=timeout, **kwargs
     )
 
 
@@ -144,8 +147,92 @@ def test_a_save_that_fails_half_way_leaves_the_old_tokenizer_as_it_was(corpus, t
     assert len(opened) == 3 and message == f"No space left on device: {opened[2]}"
     assert _snapshot(trained) == before, "the old tokenizer changed"
     assert sorted(p.name for p in trained.iterdir()) == sorted(
-        ["hf", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
+        [".lock", "hf", "tokenizer.json", "tokenizer.tiktoken", "tokenizer.vocab"]
     ), "a temporary file is left"
+
+
+def _dead_pid() -> int:
+    "The pid of a process that has ended (a child that printed it and exited)."
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(child.stdout)
+
+
+def test_the_next_save_removes_the_temporaries_of_a_process_killed_while_saving(corpus, trained, capsys):
+    pid = _dead_pid()
+    stale = [
+        trained / f".tokenizer.json.tmp-{pid}-0123abcd",
+        trained / "hf" / f".tokenizer.json.tmp-{pid}-89abcdef",
+    ]
+    for path in stale:
+        path.write_text("half written")
+    live = trained / f".tokenizer.vocab.tmp-{os.getpid()}-4567cdef"  # a live process's: it may be writing
+    live.write_text("being written")
+    assert cli_main(_train_argv(corpus, trained, 275, "--overwrite")) == 0
+    assert not any(path.exists() for path in stale) and live.exists()
+
+
+@pytest.mark.parametrize("where", ["a read-only folder", "a new folder in a read-only one"])
+def test_a_read_only_out_is_refused_before_training(corpus, tmp_path, capsys, monkeypatch, where):
+    read_only = tmp_path / "read-only"  # a patch, as root writes through permission bits
+    read_only.mkdir()
+    out = read_only if where == "a read-only folder" else read_only / "tok"
+
+    def refuse(real):
+        def call(path, *args, **kwargs):
+            if Path(path).is_relative_to(read_only):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            return real(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "open", refuse(os.open))
+    monkeypatch.setattr(os, "mkdir", refuse(os.mkdir))
+    _no_training(monkeypatch)
+    message = _fails(capsys, _train_argv(corpus, out, 280))
+    assert message == f"Read-only file system: {out if out != read_only else out / '.lock'}"
+
+
+def test_a_second_train_into_the_same_folder_is_refused_before_training(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "tok"
+    _no_training(monkeypatch)
+    with FolderLock(out, "tokenizer folder"):  # the first `tokenizer train`, still training
+        message = _fails(capsys, _train_argv(corpus, out, 280))
+    assert message.startswith(f"another process (pid {os.getpid()}) is writing to the tokenizer folder {out}")
+    assert [p.name for p in out.iterdir()] == [".lock"]
+
+
+@pytest.mark.parametrize("out", ["tok", "t" * 255], ids=["a short name", "a 255-byte name"])
+def test_a_folder_with_only_a_lock_left_is_free_to_train_into(corpus, tmp_path, capsys, out):
+    out = tmp_path / out  # what a training stopped by Ctrl-C or a failing corpus leaves; 255 bytes is legal
+    out.mkdir()
+    (out / ".lock").write_text("12345\n")
+    assert cli_main(_train_argv(corpus, out, 280)) == 0
+    assert gptlib.tokenizer.Tokenizer.load(out).n_vocab == 280
+    assert cli_main(_train_argv(corpus, out, 275, "--overwrite")) == 0
+
+
+def test_one_long_document_without_spaces_trains_in_time_linear_in_its_length(tmp_path):
+    # One chunk of 240,000 letters (a DNA string; base64 and minified code are alike): 1,000 merges take
+    # about 2 s, where a trainer that searched the word once per occurrence of each pair took two minutes.
+    # The limit only tells those apart, with room for a busy machine; figures belong to the benchmarks.
+    (tmp_path / "dna").mkdir()
+    rng = np.random.default_rng(0)
+    (tmp_path / "dna" / "genome.txt").write_text("".join(rng.choice(list("ACGT"), 240_000)))
+    argv = _train_argv(tmp_path / "dna", tmp_path / "tok", 1259)
+    try:
+        done = _gptlib(*argv, timeout=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("training on one long chunk is quadratic in its length again")
+    assert done.returncode == 0, done.stderr
+    assert b"1 chunks (1 distinct): made 1,000 of 1,000 merges" in done.stdout
+    rustbpe = pytest.importorskip("rustbpe")  # and the merges are still rustbpe's
+    reference = rustbpe.Tokenizer()
+    reference.train_from_iterator([(tmp_path / "dna" / "genome.txt").read_text()], 1256)
+    theirs = [token for token, _ in sorted(reference.get_mergeable_ranks(), key=lambda t: t[1])]
+    ours = gptlib.tokenizer.Tokenizer.load(tmp_path / "tok")
+    assert [ours.token_bytes(i) for i in range(ours.n_vocab - 3)] == theirs
 
 
 def test_the_pipeline_does_not_reuse_a_tokenizer_saved_over_its_own(corpus, tmp_path, capsys):
@@ -274,3 +361,88 @@ def test_killed_train_leaves_no_worker_process(tmp_path, shakespeare_texts, sign
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+# --- Ctrl-C: the whole process group signalled, as a terminal does ------------------------------------------
+
+# Two moments of Ctrl-C, each made certain by a patch of the child: (1) the worst one, a worker has written
+# half of its result into the pipe the pool reads (a worker interrupted there would leave half a message, and
+# the pool's reader would wait for the rest for good); (2) the workers are idle, waiting for work (a worker
+# interrupted there would print a KeyboardInterrupt traceback of its own).
+CTRL_C = {
+    "while a worker sends its result": """
+        import multiprocessing.connection as connection
+        parent, real_send = os.getpid(), connection.Connection._send
+        def send_half_then_ctrl_c(self, buf, *args):
+            if os.getpid() == parent or len(buf) < 1000 or os.path.exists(once):  # not a worker's result
+                return real_send(self, buf, *args)
+            open(once, "x").close()
+            real_send(self, buf[: len(buf) // 2], *args)
+            os.killpg(0, signal.SIGINT)  # Ctrl-C, to every process of the group
+            real_send(self, buf[len(buf) // 2 :], *args)
+        connection.Connection._send = send_half_then_ctrl_c
+    """,
+    "while the workers wait for work": """
+        import time
+        import gptlib.bpe_backends as backends
+        backends._count_batch = lambda texts, *args: ([], [])  # the helpers finish at once, then wait
+        real_share = backends.share_batches
+        def share_then_ctrl_c(batches, helper, args, *, here, **kwargs):
+            def here_then_ctrl_c(item):
+                if not os.path.exists(once):
+                    open(once, "x").close()
+                    time.sleep(1)  # the helpers are done with their batches by now
+                    os.killpg(0, signal.SIGINT)
+                    time.sleep(1)  # Python raises KeyboardInterrupt at its next instruction
+                here(item)
+            real_share(batches, helper, args, here=here_then_ctrl_c, **kwargs)
+        backends.share_batches = share_then_ctrl_c
+    """,
+}
+
+
+def _ctrl_c(tmp_path, moment: str, *argv: str, env: dict | None = None) -> tuple[int, str]:
+    """Run the command line in a session of its own, with a Ctrl-C to its process group at `moment` (and a
+    default of 3 workers: `run` trains its tokenizer with the default number); its exit status and stderr."""
+    patch = "import os, signal\nimport gptlib.workers\ngptlib.workers.default_workers = lambda: 3\n"
+    patch += "once = os.environ['CTRL_C_ONCE']\n" + textwrap.dedent(CTRL_C[moment])
+    code = patch + f"\nfrom gptlib.cli import main\nraise SystemExit(main({list(argv)!r}))\n"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "CTRL_C_ONCE": str(tmp_path / "ctrl-c-sent"),
+        **(env or {}),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own: the Ctrl-C must not reach pytest
+    )
+    try:
+        _, err = child.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        pytest.fail(f"Ctrl-C {moment} left the command hanging")
+    assert (tmp_path / "ctrl-c-sent").exists(), "the moment never came: the test did not test"
+    return child.returncode, err
+
+
+@pytest.mark.parametrize("moment", sorted(CTRL_C))
+def test_ctrl_c_never_hangs_tokenizer_train_and_only_the_parent_speaks(tmp_path, shakespeare_texts, moment):
+    argv = _train_argv(shakespeare_texts, tmp_path / "tok", 300)[:-2]  # all but `--workers 1`
+    status, err = _ctrl_c(tmp_path, moment, *argv)
+    assert status == 130 and "Traceback" not in err and err.splitlines()[-1] == "interrupted", err
+    assert not (tmp_path / "tok" / "tokenizer.json").exists()
+
+
+def test_ctrl_c_never_hangs_the_tokenizer_stage_of_run(tmp_path, shakespeare_texts):
+    data = tmp_path / "data"  # the cached corpus, and nothing else: `run` starts with the tokenizer stage
+    (data / "shakespeare").mkdir(parents=True)
+    (data / "shakespeare" / "texts").symlink_to(shakespeare_texts)
+    moment = "while a worker sends its result"
+    status, err = _ctrl_c(tmp_path, moment, "run", "--preset", "tiny", env={"GPTLIB_DATA": str(data)})
+    assert status == 130 and "Traceback" not in err and err.splitlines()[-1] == "interrupted", err[-3000:]

@@ -5,6 +5,7 @@ Every error is one `error: ...` line and exit code 2; a run that can go on, goes
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -192,6 +193,20 @@ def test_a_state_pt_of_another_checkpoint_is_refused_though_its_checksum_was_mad
     one_error_line(result, "state.pt is of step 4, not 8")
 
 
+def test_a_state_pt_of_a_run_with_another_seed_is_refused_though_its_checksum_was_made_to_match(
+    small_data, tmp_path
+):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
+    latest = list_checkpoints(run)[-1]
+    state = torch.load(latest / "state.pt", weights_only=True)
+    state["ranks"][0]["loader"]["seed"] = 7  # as in the state.pt of a same-shaped run of seed 7, same step
+    torch.save(state, latest / "state.pt")
+    rehash(latest)
+    result = gptlib("train", "start", *flags(small_data, run, max_steps=8, decay_steps=4))
+    one_error_line(result, "state.pt holds the batches of seed 7")
+
+
 def test_optimizer_moments_of_another_shape_are_refused_rather_than_crashing(small_data, tmp_path):
     run = tmp_path / "run"
     assert gptlib("train", "start", *flags(small_data, run, max_steps=4)).returncode == 0
@@ -289,6 +304,40 @@ def test_numbers_that_would_train_nans_are_refused(small_data, tmp_path, flag):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "flag, asked", [("--context=10000000000", "--context 10,000,000,000 asks for 7.68 TB of memory")]
+)
+def test_sizes_beyond_memory_are_refused_before_anything_is_allocated(small_data, tmp_path, flag, asked):
+    result = gptlib("train", "start", *flags(small_data, tmp_path / "run"), flag)
+    assert one_error_line(result, asked, "more than the").endswith("of this machine")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_loss_that_is_no_longer_finite_stops_the_run_and_no_checkpoint_of_it_is_saved(small_data, tmp_path):
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    result = gptlib("train", "start", *flags(small_data, run, max_lr=1e30, checkpoint_every=1, eval_every=1))
+    message = one_error_line(result, "training diverged (max_lr=1e+30 too high?)")
+    step = int(re.match(r"error: the training loss of step (\d+) is (nan|inf|-inf):", message).group(1))
+    assert [r["step"] for r in read_metrics(run) if r["kind"] == "train"] == list(range(1, step))
+    assert len(list_checkpoints(run)) == step - 1, "a checkpoint of every finite step, none of the last"
+    for checkpoint in list_checkpoints(run):
+        weights = load_file(checkpoint / "model.safetensors")
+        assert all(torch.isfinite(tensor).all() for tensor in weights.values()), checkpoint
+
+
+def test_sampling_is_finite_for_every_accepted_temperature(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert gptlib("train", "start", *flags(small_data, run, max_steps=2)).returncode == 0
+    greedy = gptlib("sample", "--run", run, "--prompt", "ROMEO", "--temperature", 0, "--max-new-tokens", 8)
+    for temperature in ("1e-45", "5e-324"):  # logits / T overflow float32: the limit is the greedy choice
+        result = gptlib(
+            "sample", "--run", run, "--prompt", "ROMEO", "--temperature", temperature, "--max-new-tokens", 8
+        )
+        assert result.returncode == 0 and result.stdout == greedy.stdout, result.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine has the device")
 @pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu"])
 def test_a_device_this_machine_lacks_is_one_error_line(small_data, tmp_path, device):
@@ -359,6 +408,31 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_line_and_keeps_the_o
     one_error_line(result, needle)
     assert {p.name: (p / "checkpoint.json").read_bytes() for p in list_checkpoints(run)} == before
     assert not list((run / "checkpoints").glob(".*")), "the half-written checkpoint is removed"
+
+
+def test_a_full_disk_while_appending_to_the_metrics_names_the_file(small_data, tmp_path):
+    run = tmp_path / "run"
+    patch = """
+        import builtins, errno, os
+        real_open = builtins.open
+        class Full:  # a file whose writes fail as on a full disk: errno and message, no file name
+            def __init__(self, f):
+                self._f = f
+            def write(self, data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            def __getattr__(self, name):
+                return getattr(self._f, name)
+            def __enter__(self):
+                return self
+            def __exit__(self, *exc):
+                return self._f.__exit__(*exc)
+        def open_(file, mode="r", *args, **kwargs):
+            f = real_open(file, mode, *args, **kwargs)
+            return Full(f) if str(file).endswith("metrics.jsonl") and "a" in mode else f
+        builtins.open = open_
+    """
+    result = with_patch(patch, "train", "start", *flags(small_data, run, max_steps=4))
+    assert one_error_line(result) == f"error: No space left on device: {run / 'metrics.jsonl'}"
 
 
 def test_a_second_writer_on_the_same_run_is_refused_and_a_dead_ones_lock_is_free(small_data, tmp_path):

