@@ -22,6 +22,7 @@ import numpy as np
 from .corpus import data_dir, open_corpus
 from .data import DataConfig, open_split, prepare
 from .display import save_plots
+from .expected import place
 from .files import atomic_write, write_json
 from .quality import TrainingText, reference_losses, sample_quality
 from .run_folder import CheckpointError, load_trained, read_metrics
@@ -118,7 +119,8 @@ def run_pipeline(
 ) -> dict:
     """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and
     plots, everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused.
-    Returns a summary."""
+    `overrides` are TrainConfig fields over the preset (e.g. `{"budget": 8.0}`: minutes of training).
+    Returns a summary, with the run placed against its expected band (`gptlib.expected`)."""
     started = time.perf_counter()
     say = log or (lambda line: None)
     root = Path(root) if root is not None else data_dir()
@@ -138,7 +140,9 @@ def run_pipeline(
     stopped = history[-1].get("stopped") if history else None
     train_tokens, val_tokens = open_split(shards, "train"), open_split(shards, "val")
     references = reference_losses(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.n_vocab)
-    plots = save_plots(read_metrics(run), run / "training.png", references)
+    records = read_metrics(run)  # the whole run, also the part an earlier start of it trained
+    band, placed = place(records, json.loads((run / "config.json").read_text(encoding="utf-8")))
+    plots = save_plots(records, run / "training.png", references, band)
     model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
     samples = [
         sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
@@ -160,6 +164,7 @@ def run_pipeline(
         "references": references,
         "sample": samples[0],
         "quality": quality,
+        "band": placed,  # lines: the expected band of this run's recipe and CPU kind, and where the run is
         "wall_s": time.perf_counter() - started,
     }
     return summary

