@@ -1,4 +1,4 @@
-"""Expected bands: where a preset's curves fall on a kind of CPU, and whether a run landed there.
+"""Expected bands: a preset's curves on a CPU kind, and whether a run landed inside them.
 
 Hand-written plumbing, not generated from a notebook: 06_training shows a band and says how to read it;
 keeping envelopes is bookkeeping. "Is my loss curve normal?" has no answer from one run alone: a band

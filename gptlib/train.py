@@ -223,6 +223,9 @@ TRAIN_PRESETS = {
         "eval_batches": 20,
         "checkpoint_every": 1000,
         "loader_workers": 2,  # a GPU step is short: batches are read ahead in other processes
+        # fp16 with the loss scaler runs on every CUDA GPU with tensor cores (T4-class ones have no bf16);
+        # on A100/H100-class GPUs `--precision bf16` is the better choice: no scaler, no skipped steps
+        "precision": "fp16",
     },
 }
 TrainConfig.PRESETS = TRAIN_PRESETS

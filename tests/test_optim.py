@@ -1,4 +1,5 @@
-"""gptlib.optim: parameter groups, the LR schedule, accumulation, the teaching loss scaler, precision, MFU."""
+"""gptlib.optim: parameter groups, the LR schedule, accumulation, the precision policy (a pure function of the
+hardware's features and measured step times), MFU."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from torch import nn
 
 from gptlib.model import GPT, GPTConfig
 from gptlib.optim import (
-    DynamicLossScaler,
+    PrecisionError,
+    check_partition,
     choose_precision,
+    cpu_features,
     datasheet_peak_flops,
     lr_at,
     make_adamw,
@@ -93,6 +96,18 @@ def test_param_groups_skip_frozen_parameters_and_reject_negative_decay():
         param_groups(model, weight_decay=-0.1)
 
 
+def test_check_partition_names_what_is_wrong():
+    model = nn.Sequential(nn.Linear(3, 3), nn.LayerNorm(3))
+    params = list(model.parameters())
+    with pytest.raises(AssertionError, match="appears twice"):
+        check_partition(model, [{"params": params + params[:1]}])
+    model[0].bias.requires_grad_(False)
+    with pytest.raises(AssertionError, match="does not train"):
+        check_partition(model, [{"params": params}])
+    with pytest.raises(AssertionError, match="1 trainable parameters are in no group"):
+        check_partition(model, [{"params": params[:1] + params[3:]}])
+
+
 def test_make_adamw_reports_fused_and_keeps_group_decay():
     optimizer, fused = make_adamw(tiny_gpt(), lr=1e-3)
     assert isinstance(fused, bool)
@@ -113,69 +128,90 @@ def test_four_micro_batches_of_8_equal_one_batch_of_32():
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6)
 
 
-# --- the teaching loss scaler -----------------------------------------------------------------------------
-
-
-def _scaled_run(scaler, overflow_steps, n_steps=14):
-    model = tiny_gpt()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-    trace = []
-    for step in range(n_steps):
-        x, y = random_batch(4, seed=step)
-        loss = model(x, y)[1]
-        scaler.scale(loss).backward()
-        if step in overflow_steps:  # force an overflow: one gradient entry becomes inf
-            next(model.parameters()).grad.view(-1)[0] = float("inf")
-        scaler.unscale_(optimizer)
-        scale = scaler.get_scale() if isinstance(scaler, torch.amp.GradScaler) else scaler.scale_value
-        before = [p.detach().clone() for p in model.parameters()]
-        scaler.step(optimizer)
-        scaler.update()
-        stepped = not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-        trace.append((scale, stepped))
-        optimizer.zero_grad(set_to_none=True)
-    return trace, model
-
-
-def test_hand_written_scaler_matches_torch_grad_scaler_with_forced_overflows():
-    overflow = {0, 1, 5, 9}
-    ours, ours_model = _scaled_run(DynamicLossScaler(init_scale=2.0**10, growth_interval=3), overflow)
-    theirs, torch_model = _scaled_run(
-        torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=3), overflow
-    )
-    assert ours == theirs
-    assert [stepped for _, stepped in ours] == [s not in overflow for s in range(14)]
-    assert {scale for scale, _ in ours} >= {2.0**10, 2.0**9, 2.0**8}  # halved on overflow
-    assert any(b > a for (a, _), (b, _) in zip(ours, ours[1:]))  # and doubled after clean runs
-    for a, b in zip(ours_model.parameters(), torch_model.parameters()):
-        assert torch.equal(a, b)
-
-
-def test_scaler_state_round_trip_and_bad_arguments():
-    scaler = DynamicLossScaler(init_scale=8.0, growth_interval=2)
-    scaler.found_inf = False
-    scaler.update()
-    restored = DynamicLossScaler()
-    restored.load_state_dict(scaler.state_dict())
-    assert restored.state_dict() == {"scale": 8.0, "clean_steps": 1}
-    with pytest.raises(ValueError):
-        DynamicLossScaler(backoff_factor=2.0)
-
-
 # --- precision ----------------------------------------------------------------------------------------------
 
 
-def test_choose_precision_on_cpu():
+def test_choose_precision_on_cpu_as_requested():
     assert choose_precision("cpu", "fp32").name == "fp32"
-    bf16 = choose_precision("cpu", "bf16")
+    bf16 = choose_precision("cpu", "bf16", features=("avx512_bf16",))
     assert (bf16.name, bf16.use_scaler, bf16.autocast_dtype) == ("bf16", False, torch.bfloat16)
-    fp16 = choose_precision("cpu", "fp16")
-    assert fp16.use_scaler and fp16.reason
-    with pytest.raises(ValueError, match="fp8"):
+    assert "warning" not in bf16.reason
+    fp16 = choose_precision("cpu", "fp16", features=("amx_fp16",))
+    assert fp16.use_scaler and "loss scaler" in fp16.reason and "warning" not in fp16.reason
+    with pytest.raises(PrecisionError, match="fp8"):
         choose_precision("cpu", "fp8")
+    assert issubclass(PrecisionError, ValueError)  # callers that catch ValueError keep working
 
 
-def test_auto_precision_on_cpu_follows_the_measured_bf16_speedup(monkeypatch):
+@pytest.mark.parametrize(
+    "times, features, expected",
+    [
+        ({"fp32": 0.77, "bf16": 0.49}, ("avx512_bf16",), "bf16"),  # 1.57x faster: well beyond the noise
+        ({"fp32": 0.50, "bf16": 0.47}, ("avx512_bf16",), "fp32"),  # 6 % faster: within the noise
+        ({"fp32": 0.50, "bf16": 0.52}, ("amx_bf16", "avx512_bf16"), "fp32"),  # units, yet slower per step
+        ({"fp32": 0.50, "bf16": 2.10}, (), "fp32"),  # emulated bf16
+        ({"fp32": 0.50}, ("amx_bf16",), "fp32"),  # bf16 not timed
+    ],
+)
+def test_auto_on_a_cpu_keeps_the_faster_measured_step(times, features, expected):
+    chosen = choose_precision("cpu", "auto", step_seconds=times, features=features)
+    assert chosen.name == expected and not chosen.use_scaler
+    assert f"fp32 {times['fp32'] * 1e3:,.0f} ms" in chosen.reason  # the times it decided on
+    assert (", ".join(features) or "no bf16/fp16 features") in chosen.reason  # and the features
+
+
+def test_auto_never_picks_fp16_on_a_cpu():
+    times = {"fp32": 1.0, "bf16": 0.9, "fp16": 0.2}
+    assert choose_precision("cpu", step_seconds=times, features=("amx_fp16", "amx_bf16")).name == "fp32"
+
+
+def test_fp16_on_a_cpu_without_fp16_units_is_warned_with_its_measured_cost():
+    chosen = choose_precision(
+        "cpu", "fp16", step_seconds={"fp32": 0.5, "fp16": 4.55}, features=("avx512_bf16",)
+    )
+    assert chosen.name == "fp16" and chosen.use_scaler
+    assert (
+        "warning: this CPU has no fp16 units (avx512_bf16)" in chosen.reason
+        and "9.1x fp32's" in chosen.reason
+    )
+    unmeasured = choose_precision("cpu", "fp16", features=())
+    assert "warning" in unmeasured.reason and "x fp32's" not in unmeasured.reason
+
+
+@pytest.mark.parametrize(
+    "times", [{"bf16": 0.5}, {"fp32": 0.5, "fp8": 0.1}, {"fp32": 0.0}, {"fp32": math.nan}]
+)
+def test_step_times_that_cannot_be_compared_are_refused(times):
+    with pytest.raises(ValueError, match="step_seconds"):
+        choose_precision("cpu", "auto", step_seconds=times, features=())
+
+
+@pytest.mark.parametrize(
+    "requested, cores, expected",
+    [
+        ("auto", ("fp16_tensor_cores", "bf16_tensor_cores"), ("bf16", False)),  # A100, H100: no scaler needed
+        ("auto", ("fp16_tensor_cores",), ("fp16", True)),  # V100, T4: fp16 with the loss scaler
+        ("auto", (), ("fp32", False)),  # no tensor cores
+        ("bf16", ("fp16_tensor_cores",), ("fp16", True)),  # bf16 asked, only fp16 there
+        ("fp16", ("fp16_tensor_cores", "bf16_tensor_cores"), ("fp16", True)),  # fp16 as asked (gpt-25m)
+        ("fp32", ("fp16_tensor_cores", "bf16_tensor_cores"), ("fp32", False)),
+    ],
+)
+def test_the_cuda_policy_follows_the_tensor_cores(requested, cores, expected):
+    chosen = choose_precision("cuda", requested, features=cores)  # a pure function: no GPU needed
+    assert (chosen.name, chosen.use_scaler) == expected and chosen.device_type == "cuda"
+
+
+def test_cpu_features_come_from_the_flags_line():
+    info = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n"
+    assert cpu_features(info) == ("amx_bf16", "avx512_bf16")
+    assert cpu_features("flags\t: fpu sse avx2\n") == ()
+    assert cpu_features("model name\t: amx_bf16 in a name is not a flag\n") == ()
+    assert set(cpu_features()) <= {"amx_bf16", "avx512_bf16", "amx_fp16", "avx512_fp16"}  # this machine's
+
+
+def test_auto_on_a_cpu_without_step_times_follows_the_matmul_speedup(monkeypatch):
+    "The fallback training uses until it times its own steps: the same decision as before, bf16 at 1.3x."
     import gptlib.optim as optim
 
     for speedup, expected in ((3.1, "bf16"), (1.31, "bf16"), (1.29, "fp32"), (0.4, "fp32")):
