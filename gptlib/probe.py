@@ -284,14 +284,17 @@ def resumed_config(cfg, meta: dict):
     return replace(cfg, max_steps=saved["max_steps"], decay_steps=saved.get("decay_steps", 0))
 
 
-def describe(probe: Probe, precision: str, max_steps: int | None = None, budget_min: float = 0.0) -> str:
-    """The probe in words, for the run's first log line: the step times, and what a budget made of them."""
-    times = ", ".join(f"{name} {probe.step_s[name] * 1e3:,.0f} ms" for name in probe.precisions)
-    features = ", ".join(probe.features) or "no bf16/fp16 units"
-    text = f"probe: a step takes {times} ({features}); training in {precision}"
-    if budget_min and max_steps is not None:
-        text += (
-            f"; budget {budget_min:g} min: {max_steps:,d} steps, a validation {probe.eval_s:.1f} s, "
-            f"a checkpoint {probe.save_s:.1f} s"
+def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budget_min: float) -> str:
+    """The probe in words, for the run's first log line: with `times`, the step times and the CPU's units
+    (where the precision's reason does not already give them: a precision asked for, a resumed run), and
+    what a budget made of them; "" when there is nothing to add."""
+    parts = []
+    if times:
+        measured = ", ".join(f"{name} {probe.step_s[name] * 1e3:,.0f} ms" for name in probe.precisions)
+        parts.append(f"probe: a step takes {measured} ({', '.join(probe.features) or 'no bf16/fp16 units'})")
+    if budget_min:
+        parts.append(
+            f"budget {budget_min:g} min: {max_steps:,d} steps of {probe.step_s[precision] * 1e3:,.0f} ms, "
+            f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
         )
-    return text
+    return " | ".join(parts)

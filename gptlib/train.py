@@ -739,7 +739,12 @@ def start_line(cfg: TrainConfig, dist: Distributed, training: Training, resumed,
     )
     if training.probe is None:
         return line
-    return f"{line} | {describe(training.probe, precision.name, cfg.max_steps, cfg.budget)}"
+    # auto's reason gives the times it chose on; a precision asked for, or a resume, gets them here
+    times = resumed is not None or cfg.precision != "auto"
+    plan = describe(
+        training.probe, precision.name, times=times, max_steps=cfg.max_steps, budget_min=cfg.budget
+    )
+    return f"{line} | {plan}" if plan else line
 
 
 # %% ../notebooks/06_training.ipynb #training-041
