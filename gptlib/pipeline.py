@@ -141,7 +141,7 @@ def run_pipeline(
     train_tokens, val_tokens = open_split(shards, "train"), open_split(shards, "val")
     references = reference_losses(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.n_vocab)
     records = read_metrics(run)  # the whole run, also the part an earlier start of it trained
-    band, placed = place(records, json.loads((run / "config.json").read_text(encoding="utf-8")))
+    band, placed = place(records, cfg.to_dict())  # the recipe's fields; its steps are in the records
     plots = save_plots(records, run / "training.png", references, band)
     model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
     samples = [

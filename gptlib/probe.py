@@ -43,6 +43,7 @@ __all__ = [
     "WARMUP_STEPS",
     "TIMED_STEPS",
     "precisions_to_time",
+    "time_steps",
     "measure",
     "run_cost",
     "steps_within",
@@ -106,10 +107,11 @@ def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
     return (choose_precision(device, requested).name,) if budget else ()
 
 
-def _median_step_times(steps: dict, started: float) -> dict[str, float]:
+def time_steps(steps: dict) -> dict[str, float]:
     """Seconds per call of each of `steps` (precision -> a function running one optimizer step): the
     median of up to TIMED_STEPS rounds, after WARMUP_STEPS untimed ones. The precisions take turns
     within each round, so that other work on a shared machine slows them alike."""
+    started = time.perf_counter()
     for _ in range(WARMUP_STEPS):
         for run_step in steps.values():
             run_step()
@@ -147,7 +149,7 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
         try:
             batches = {name: iter(training.loader) for name, training in trials.items()}
             steps = {name: (lambda t=t, b=batches[name]: step(t, b)) for name, t in trials.items()}
-            step_s = _median_step_times(steps, time.perf_counter())
+            step_s = time_steps(steps)
             step_s = _same_on_every_rank(dist, step_s)
             eval_s = save_s = 0.0
             if budget:

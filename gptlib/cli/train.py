@@ -76,9 +76,9 @@ def start_command(args: argparse.Namespace) -> int:
     history = train(cfg, callback=seen_here.append)
     stopped = history[-1].get("stopped") if history else None
     if seen_here:  # so under torchrun one process draws the curves and places the run
-        records, out = read_metrics(cfg.out), Path(cfg.out)
-        band, placed = place(records, json.loads((out / "config.json").read_text(encoding="utf-8")))
-        save_plots(records, out / "training.png", band=band)
+        records = read_metrics(cfg.out)
+        band, placed = place(records, cfg.to_dict())  # the recipe's fields; its steps are in the records
+        save_plots(records, Path(cfg.out) / "training.png", band=band)
         if stopped is None:  # a finished run: is it normal? (the last lines)
             print("\n".join(placed))
     return signal_exit_code(stopped)
