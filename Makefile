@@ -16,7 +16,7 @@ NBSTRIP   := $(VENV)/bin/nbstripout --keep-output --keep-count --keep-id \
              --extra-keys "metadata.language_info metadata.widgets cell.metadata.execution"
 
 .PHONY: run test test-fast lint export check-export check-clean clean-notebooks execute-notebooks lab screenshots venv bench \
-        workbooks check-workbooks
+        workbooks check-workbooks colab
 
 venv: $(STAMP)
 
@@ -71,6 +71,10 @@ workbooks: $(STAMP)
 
 check-workbooks: $(STAMP)
 	$(PY) notebooks/course/workbooks.py check
+
+# The Colab link and install cell at the top of every lesson, made from pyproject's [project.urls] Repository.
+colab: $(STAMP)
+	$(PY) notebooks/course/colab.py
 
 check-clean: $(STAMP)
 	$(if $(NOTEBOOKS),$(NBSTRIP) --verify $(NOTEBOOKS))

@@ -112,7 +112,8 @@ def is_stub_error(error: BaseException) -> bool:
 
 def run_check(name: str, obj) -> Outcome:
     """Check `obj` as the piece `name`: passed, not done (a stub) or failed (the check's hint). The check
-    runs with torch on one thread: its tensors are tiny, and on a busy machine a pool turns ms into seconds."""
+    runs with torch on one thread: its tensors are tiny, and on a busy machine a pool turns ms into
+    seconds."""
     piece = _registry()[name]
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None

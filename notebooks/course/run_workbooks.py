@@ -86,9 +86,8 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
                 found = _expect(nb, stem, solved)
                 problems += found
                 state = "filled" if solved else "untouched"
-                print(
-                    f"{stem} {state}: {'ok' if not found else 'PROBLEMS'} in {time.perf_counter() - started:.0f} s"
-                )
+                seconds = time.perf_counter() - started
+                print(f"{stem} {state}: {'ok' if not found else 'PROBLEMS'} in {seconds:.0f} s")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

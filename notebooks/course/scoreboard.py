@@ -84,10 +84,11 @@ def show(upto: str | None = None) -> str:
     if not rows:
         return "the scoreboard is empty: run the lessons from 04 on to fill it"
     best = min(s.val_bpb for s in rows)
-    lines = [f"{'notebook':12s} {'model':34s} {'nats/token':>10s} {'bits/byte':>9s} {'perplexity':>10s}  note"]
+    lines = [
+        f"{'notebook':12s} {'model':34s} {'nats/token':>10s} {'bits/byte':>9s} {'perplexity':>10s}  note"
+    ]
     for s in rows:
         mark = " *" if s.val_bpb == best else "  "
-        lines.append(
-            f"{s.notebook:12s} {s.name:34s} {s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark} {s.note}"
-        )
+        figures = f"{s.val_loss:10.3f} {s.val_bpb:9.3f} {s.perplexity:10.1f}{mark}"
+        lines.append(f"{s.notebook:12s} {s.name:34s} {figures} {s.note}")
     return "\n".join(lines)
