@@ -200,3 +200,46 @@ def test_run_hands_its_budget_to_the_pipeline(monkeypatch, shakespeare_texts):
     assert cli_main(["run", "--budget", "8"]) == 2
     assert cli_main(["run", "--preset", "tiny"]) == 2
     assert asked == [("cpu", {"budget": 8.0}), ("tiny", {})]
+
+
+@pytest.mark.slow
+def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_path):
+    """Each rank times its own steps; the times and the set-up's seconds are shared before anything is
+    decided, so every rank trains in one precision for one number of steps (else the group would hang at
+    the first collective one rank skips)."""
+    import os
+    import subprocess
+    import sys
+
+    flags = {
+        "shards": small_data / "shards",
+        "tokenizer": small_data / "tokenizer",
+        "out": tmp_path / "two",
+        "vocab-size": 300,
+        "context": 32,
+        "micro-batch": 4,
+        "eval-every": 6,
+        "eval-batches": 2,
+        "checkpoint-every": 6,
+        "budget": 0.4,  # starting a group takes seconds on a busy machine
+        "precision": "auto",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "gptlib",
+    ]
+    cmd += ["train", "start", "--preset", "tiny", *(f"--{k}={v}" for k, v in flags.items())]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_metrics(tmp_path / "two")
+    start = start_of(records)
+    assert "cpu x 2" in start["message"] and "budget 0.4 min" in start["message"]
+    assert [r["step"] for r in records if r["kind"] == "train"][-1] == start["max_steps"]
+    assert read_checkpoint_meta(list_checkpoints(tmp_path / "two")[-1])["world_size"] == 2
