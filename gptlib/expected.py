@@ -171,6 +171,8 @@ def band_for(
     `kind` (default: this one), and a line saying which it is; `(None, why)` when there is none."""
     kind = cpu_kind() if kind is None else kind
     bands = load_bands() if bands is None else bands
+    if not bands:
+        return None, "no expected band: none is committed (gptlib/bands/)"
     same_recipe = [b for b in bands if all(config.get(k) == v for k, v in b.config.items())]
     if not same_recipe:
         presets = ", ".join(sorted({f"`{b.preset}`" for b in bands})) or "no preset"

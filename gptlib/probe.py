@@ -295,8 +295,9 @@ def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budge
         measured = ", ".join(f"{name} {probe.step_s[name] * 1e3:,.0f} ms" for name in probe.precisions)
         parts.append(f"probe: a step takes {measured} ({', '.join(probe.features) or 'no bf16/fp16 units'})")
     if budget_min:
+        steps = f"{max_steps:,d} step{'s' if max_steps != 1 else ''}"
         parts.append(
-            f"budget {budget_min:g} min: {max_steps:,d} steps of {probe.step_s[precision] * 1e3:,.0f} ms, "
+            f"budget {budget_min:g} min: {steps} of {probe.step_s[precision] * 1e3:,.0f} ms, "
             f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
         )
     return " | ".join(parts)
