@@ -90,6 +90,17 @@ AMD_CANDIDATES = {
         {"context": 128, "micro_batch": 16},
     ),
     "a4-compile": ("torch.compile, its compile time taken from the budget", {"compile": True}),
+    # round 5: 1,335 steps of 4.2 M parameters see 0.65 tokens per parameter, far below the ~20 of a
+    # compute-optimal run (Hoffmann et al. 2022): a smaller model that sees more tokens in the same minutes
+    "a5-w128": ("narrower still: 4 x 128 (4 heads of 32), a third of the work a token", {"n_embd": 128}),
+    "a5-w128-lr2e-3": (
+        "4 x 128 at peak learning rate 2e-3 (a smaller model takes a larger rate)",
+        {"n_embd": 128, "max_lr": 2e-3, "min_lr": 2e-4},
+    ),
+    "a5-w192-lr2e-3": (
+        "4 x 192 at peak learning rate 2e-3",
+        {"n_embd": 192, "n_head": 3, "max_lr": 2e-3, "min_lr": 2e-4},
+    ),
 }
 
 
