@@ -27,8 +27,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
+# `make run` trains to a time budget, not to a step count, so that it takes the same time on any machine: a new
+# run times a few real steps and trains as many as fit (gptlib.probe). 8 minutes of training leave room for the
+# corpus, tokenizer, shards, samples and plots (under a minute) and for steps slower than the probe's (a busier
+# machine) inside 10 minutes after set-up on either 2-core CPU of this project (benchmarks/RESULTS.md).
+RUN_BUDGET ?= 8
 run: $(STAMP)
-	$(PY) -m gptlib run
+	$(PY) -m gptlib run --budget $(RUN_BUDGET)
 
 # Everything CI checks: notebooks are clean, the unit tests (among them: gptlib regenerated from the
 # notebooks equals what is committed), and every notebook run by nbval in smoke mode. The corpus is

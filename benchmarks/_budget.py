@@ -1,11 +1,13 @@
-"""Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed CPU-time budget
-on the embedded corpus and score it the same way every time.
+"""Shared by benchmarks/recipe.py and benchmarks/train.py: train a configuration for a fixed wall-time budget
+of this CPU kind on the embedded corpus and score it the same way every time.
 
 - The step time is measured first, on random tokens of the candidate's shape (`probe_step_seconds`), as a
   ratio to a reference step (the `cpu` preset as it was, in bf16) timed in turn with it, step after step:
   whatever else the machine is doing slows both alike, so the median ratio holds on a busy machine. The
-  ratio times the reference's step time on a quiet machine (`REFERENCE_STEP_S`) is the candidate's step
-  time; the budget then fixes its number of steps, after setting aside validations (and compiling).
+  ratio times the reference's step time on a quiet machine of this CPU kind (`REFERENCE_STEP_S`, measured
+  with 2 threads) is the candidate's step time, in the faster of fp32 and bf16 (what `precision=auto`
+  would keep). The budget then fixes its number of steps by `gptlib.probe.steps_within`, the arithmetic
+  a `--budget` run uses, after the seconds its probe and set-up take.
 - Training itself may run on a busy machine: its result depends on the number of steps, not on the clock.
 - The score is bits per byte over every window of the held-out plays (`eval_batches=0`) at the best
   validation of the run (the checkpoint the pipeline samples from), and the sample quality of that
@@ -22,19 +24,25 @@ import torch
 
 from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
+from gptlib.expected import cpu_kind
 from gptlib.model import GPT
 from gptlib.optim import choose_precision, make_adamw
 from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
+from gptlib.probe import TIMED_STEPS, WARMUP_STEPS, Probe, steps_within
 from gptlib.quality import TrainingText, sample_quality
 from gptlib.run_folder import load_trained
 from gptlib.train import TrainConfig, sample_text, train
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)
-REFERENCE = {
-    "precision": "bf16"
-}  # over the `cpu` preset as it was: 4 x 256, vocab 4,096, 8 x 256 tokens a step
-REFERENCE_STEP_S = 0.2034  # its step time on this project's 2-core machine, quiet (load average 1.0)
+# the reference step: the `cpu` preset as it was (4 x 256, vocab 4,096, 8 x 256 tokens a step), in bf16
+REFERENCE = {"precision": "bf16"}
+# its step time with 2 threads on a quiet machine, by CPU model name: the two kinds of this project
+REFERENCE_STEP_S = {
+    "Intel(R) Xeon(R) Processor": 0.2034,  # amx_bf16 (load average 1.0)
+    "AMD EPYC": 0.3330,  # avx512_bf16, no AMX (load average under 0.5)
+}
+SAVE_S = 0.3  # a checkpoint of a model of a few million parameters, written and hashed
 
 
 def corpus_data(vocab_size: int) -> tuple[Path, Path]:
@@ -53,18 +61,18 @@ def corpus_data(vocab_size: int) -> tuple[Path, Path]:
     return tok_dir, shards
 
 
-def _step_function(cfg: TrainConfig):
+def _step_function(cfg: TrainConfig, precision: str):
     "A closure running one training step of `cfg`'s shape on random tokens (compiled when `cfg.compile`)."
     torch.manual_seed(0)
     model = GPT(cfg.model_config())
     optimizer, _ = make_adamw(model, lr=1e-3, weight_decay=cfg.weight_decay)
-    precision = choose_precision("cpu", cfg.precision)
+    chosen = choose_precision("cpu", precision)
     forward = torch.compile(model) if cfg.compile else model
     x = torch.randint(0, cfg.vocab_size, (cfg.micro_batch, cfg.context))
 
     def one_step():
         for _ in range(cfg.grad_accum):
-            with precision.autocast():
+            with chosen.autocast():
                 _, loss = forward(x, x)
             (loss / cfg.grad_accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -74,26 +82,58 @@ def _step_function(cfg: TrainConfig):
     return one_step
 
 
-def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[float, float]:
-    """`(seconds per step on a quiet machine, seconds of warm-up)` of `cfg`'s training step: the median ratio
-    of its step time to the reference's, the two timed in turn, times `REFERENCE_STEP_S`."""
-    candidate, reference = _step_function(cfg), _step_function(TrainConfig.preset("cpu", **REFERENCE))
-    started = time.perf_counter()
-    for _ in range(3):
-        candidate()
-    warmup = time.perf_counter() - started
-    reference()
+def reference_step_s() -> float:
+    "The reference step's quiet 2-thread time on this CPU kind (KeyError: measure it first, see train.py)."
+    return REFERENCE_STEP_S[cpu_kind()["model"]]
 
-    def timed(
-        step_function,
-    ) -> float:  # a step after a warm one, so that each finds its weights in the caches
-        step_function()
+
+def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[dict[str, float], float]:
+    """`({precision: seconds per step on a quiet machine}, seconds of warm-up)` of `cfg`'s training step in
+    each precision `cfg.precision` allows (`auto`: fp32 and bf16): the median ratio of its step time to the
+    reference's, the two timed in turn, times the reference's quiet time on this CPU kind."""
+    precisions = ("fp32", "bf16") if cfg.precision == "auto" else (cfg.precision,)
+    reference = _step_function(TrainConfig.preset("cpu", **REFERENCE), "bf16")
+    times, warmup = {}, 0.0
+    for precision in precisions:
+        candidate = _step_function(cfg, precision)
         started = time.perf_counter()
-        step_function()
-        return time.perf_counter() - started
+        for _ in range(3):
+            candidate()
+        warmup = max(warmup, time.perf_counter() - started)
+        reference()
 
-    ratios = [timed(candidate) / timed(reference) for _ in range(steps)]
-    return sorted(ratios)[len(ratios) // 2] * REFERENCE_STEP_S, warmup
+        def timed(step_function) -> float:  # a step after a warm one, each finding its weights in the caches
+            step_function()
+            started = time.perf_counter()
+            step_function()
+            return time.perf_counter() - started
+
+        ratios = [timed(candidate) / timed(reference) for _ in range(steps)]
+        times[precision] = sorted(ratios)[len(ratios) // 2] * reference_step_s()
+    return times, warmup
+
+
+def planned_steps(
+    cfg: TrainConfig, step_s: dict[str, float], warmup_s: float, budget_s: float, val_tokens: int
+):
+    """`(precision, steps)` a `--budget` run of `cfg` would plan on a quiet machine of this kind: the faster
+    precision, and the steps `gptlib.probe.steps_within` fits after the probe (its warm-up and timed steps in
+    each precision, compiling when `cfg.compile`) and with validations over `val_tokens` (forward passes,
+    about a third of a step's work per batch)."""
+    precision = min(step_s, key=lambda p: (step_s[p], p != "fp32"))  # fp32 on a tie: no autocast
+    tokens_per_step = cfg.micro_batch * cfg.grad_accum * cfg.context
+    eval_s = val_tokens / tokens_per_step * step_s[precision] / 3
+    probe_s = (WARMUP_STEPS + TIMED_STEPS) * sum(step_s.values()) + eval_s / 10 + SAVE_S + 2.0
+    compile_s = warmup_s if cfg.compile else 0.0
+    probe = Probe(step_s=step_s, eval_s=eval_s, save_s=SAVE_S, precisions=tuple(step_s))
+    steps = steps_within(
+        budget_s - probe_s - compile_s,
+        probe,
+        precision=precision,
+        eval_every=cfg.eval_every,
+        checkpoint_every=cfg.checkpoint_every,
+    )
+    return precision, steps
 
 
 def train_for_budget(
@@ -102,29 +142,23 @@ def train_for_budget(
     budget_s: float,
     work: Path,
     *,
-    n_evals: int = 6,
-    step_s: float | None = None,
     log=None,
     prompt: str = PROMPT,
 ) -> dict:
-    """Train `cfg` (shards, tokenizer and vocab_size set) for about `budget_s` seconds of this CPU's time and
-    score it. Returns the figures of the run."""
-    probe_s, warmup_s = probe_step_seconds(cfg)
-    step_s = step_s or probe_s
+    """Train `cfg` (shards, tokenizer and vocab_size set) for the steps a `budget_s`-second budget gives it on
+    a quiet machine of this CPU kind (its validations and checkpoints every `eval_every` steps, as the preset
+    says), and score it. Returns the figures of the run."""
+    step_s, warmup_s = probe_step_seconds(cfg)
     val_tokens = open_split(cfg.shards, "val")
-    eval_s = len(val_tokens) * step_s / (cfg.micro_batch * cfg.grad_accum * cfg.context) / 3  # forward only
-    compile_s = warmup_s if cfg.compile else 0.0
-    steps = max(50, int((budget_s - n_evals * eval_s - compile_s) / step_s))
-    every = max(1, steps // n_evals)
+    precision, steps = planned_steps(cfg, step_s, warmup_s, budget_s, len(val_tokens))
     cfg = replace(
         cfg,
         out=str(work / name),
+        precision=precision,
         max_steps=steps,
-        eval_every=every,
-        checkpoint_every=every,
         eval_batches=0,
         keep_last=1,
-        log_every=max(1, steps // 50),
+        budget=0.0,
     )
     started = time.perf_counter()
     history = train(cfg, log=log, progress=False)
@@ -141,9 +175,11 @@ def train_for_budget(
     tokens_seen = steps * cfg.micro_batch * cfg.grad_accum * cfg.context
     return {
         "name": name,
+        "cpu": cpu_kind(),
         "config": {k: v for k, v in cfg.to_dict().items() if k not in ("shards", "tokenizer", "out")},
         "params": model.num_params(non_embedding=False),
-        "step_s": step_s,
+        "step_s": step_s[precision],
+        "step_s_by_precision": step_s,
         "steps": steps,
         "tokens_seen": tokens_seen,
         "epochs": tokens_seen / n_train,

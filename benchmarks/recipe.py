@@ -1,20 +1,24 @@
-"""The search behind the `cpu` preset: which recipe writes the best Shakespeare in a fixed CPU-time budget?
+"""The search behind the `cpu` preset: which recipe writes the best Shakespeare in `make run`'s time budget?
 
     .venv/bin/python benchmarks/recipe.py [--budget-s 480] [--only NAME ...] [--table-only]
 
 Every candidate is a set of TrainConfig fields on top of the `cpu` preset (and the tokenizer size it needs).
-Each trains for the same CPU time (`--budget-s`, default 8 minutes: what `make run` may spend training on 2
-cores) on the same 40 plays and is scored on the whole of the 2 held-out plays (bits per byte, every window),
-at its best validation, plus the sample quality of that checkpoint over 3 seeds (see benchmarks/_budget.py
-for how the budget becomes a number of steps). Candidates stay inside the original design: sinusoidal
-positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
+Each trains for the steps the same wall-time budget (`--budget-s`, default 8 minutes: `make run`'s
+`--budget`) gives it on a quiet machine of this CPU kind, on the same 40 plays, and is scored on the whole of
+the 2 held-out plays (bits per byte, every window) at its best validation, plus the sample quality of that
+checkpoint over 3 seeds (see benchmarks/_budget.py for how the budget becomes a number of steps: the
+arithmetic of `gptlib.probe`). The step time differs between the project's two CPU kinds (an Intel Xeon
+with AMX, an AMD EPYC without), so each kind has its own rounds and its own table: a recipe that wins on
+one may lose on the other, where the same minutes buy fewer steps. Candidates stay inside the original
+design: sinusoidal positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
 
 Run it with OMP_NUM_THREADS=1 on a machine that other work shares: torch's threads spin while they wait for
 each other, and on an oversubscribed machine a 2-thread step then takes several times longer than a 1-thread
-one (the step counts, fixed by the quiet reference, are the same either way).
+one (the step counts, fixed by the quiet reference of this CPU kind, are the same either way).
 
-Results are appended to benchmarks/recipe_runs.jsonl (a candidate already there is not run again; delete
-its line to re-run it); the table is written to the `recipe` section of benchmarks/RESULTS.md.
+Results are appended to benchmarks/recipe_runs.jsonl with the CPU kind they were planned for (a candidate
+already there for this kind is not run again; delete its line to re-run it); the tables are written to the
+`recipe` section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _budget import corpus_data, train_for_budget  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
 
+from gptlib.expected import cpu_kind  # noqa: E402
+from gptlib.pipeline import PROMPT  # noqa: E402
 from gptlib.train import TrainConfig  # noqa: E402
 
 RUNS = Path(__file__).with_name("recipe_runs.jsonl")
@@ -66,6 +72,36 @@ CANDIDATES = {
     ),
     "r3-lr7e-4": ("peak learning rate 7e-4 (and min 7e-5)", {"max_lr": 7e-4, "min_lr": 7e-5}),
 }
+XEON = "Intel(R) Xeon(R) Processor"  # the kind rounds 1-3 ran on (their records name no CPU)
+
+# The AMD EPYC kind (avx512_bf16, no AMX): its steps take about 1.7 times the Xeon's, so `make run`'s
+# 8 minutes buy about 1,400 steps of the `cpu` preset instead of 2,600. Round 4 asks what recipe pays in
+# fewer steps: the preset as it is, a higher rate (fewer steps may want longer ones), cheaper steps
+# (narrower, shallower, a smaller vocabulary, a shorter context: more of them), torch.compile. `auto`
+# precision: the faster of fp32 and bf16 by measured steps, as a run picks it.
+AMD_CANDIDATES = {
+    "a4-today": ("the cpu preset as it is (4 x 256, vocab 4096, lr 1e-3)", {}),
+    "a4-lr1.5e-3": ("peak learning rate 1.5e-3 (and min 1.5e-4)", {"max_lr": 1.5e-3, "min_lr": 1.5e-4}),
+    "a4-w192": ("narrower: 4 x 192 (3 heads of 64), cheaper steps", {"n_embd": 192, "n_head": 3}),
+    "a4-l3": ("shallower: 3 x 256, cheaper steps", {"n_layer": 3}),
+    "a4-v2048": ("vocabulary 2,048: a cheaper LM head, more tokens per byte", {"vocab_size": 2048}),
+    "a4-ctx128": (
+        "context 128, 16 sequences a step (same tokens a step, cheaper attention)",
+        {"context": 128, "micro_batch": 16},
+    ),
+    "a4-compile": ("torch.compile, its compile time taken from the budget", {"compile": True}),
+    # round 5: 1,335 steps of 4.2 M parameters see 0.65 tokens per parameter, far below the ~20 of a
+    # compute-optimal run (Hoffmann et al. 2022): a smaller model that sees more tokens in the same minutes
+    "a5-w128": ("narrower still: 4 x 128 (4 heads of 32), a third of the work a token", {"n_embd": 128}),
+    "a5-w128-lr2e-3": (
+        "4 x 128 at peak learning rate 2e-3 (a smaller model takes a larger rate)",
+        {"n_embd": 128, "max_lr": 2e-3, "min_lr": 2e-4},
+    ),
+    "a5-w192-lr2e-3": (
+        "4 x 192 at peak learning rate 2e-3",
+        {"n_embd": 192, "n_head": 3, "max_lr": 2e-3, "min_lr": 2e-4},
+    ),
+}
 
 
 FINDINGS = """What the table says, and what became the `cpu` preset:
@@ -89,73 +125,108 @@ FINDINGS = """What the table says, and what became the `cpu` preset:
 """
 
 
-def run_candidate(name: str, budget_s: float, work: Path) -> dict:
-    why, fields = CANDIDATES[name]
-    cfg = TrainConfig.preset("cpu", precision="bf16", **fields)
+def candidates(kind: str) -> dict:
+    "The candidates of this CPU kind's rounds."
+    return CANDIDATES if kind == XEON else AMD_CANDIDATES
+
+
+def run_candidate(name: str, budget_s: float, work: Path, kind: str) -> dict:
+    why, fields = candidates(kind)[name]
+    precision = "bf16" if kind == XEON else "auto"  # rounds 1-3 fixed bf16, the faster there
+    cfg = TrainConfig.preset("cpu", precision=precision, **fields)
     tok_dir, shards = corpus_data(cfg.vocab_size)
     cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
-    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt=SAMPLE_PROMPT)}
+    prompt = SAMPLE_PROMPT if kind == XEON else PROMPT  # round 4 samples mid-text, as `make run` does
+    return {"why": why, **train_for_budget(name, cfg, budget_s, work, prompt=prompt)}
 
 
-def load_runs() -> dict[str, dict]:
+def load_runs() -> dict[tuple[str, str], dict]:
+    "The recorded runs by (CPU kind, candidate); rounds 1-3 name no CPU and ran on the Xeon."
     runs = {}
     if RUNS.is_file():
         for line in RUNS.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 record = json.loads(line)
-                runs[record["name"]] = record
+                runs[(record.get("cpu", {}).get("model", XEON), record["name"])] = record
     return runs
 
 
-def table(runs: dict[str, dict]) -> str:
+def table(runs: dict[tuple[str, str], dict], kind: str) -> str:
     rows = [
-        "| candidate | what changes | params | steps | epochs | best val bits/byte (step) | known words | "
-        "known speakers | blank run | stutters |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| candidate | what changes | params | precision | steps | epochs | best val bits/byte (step) | "
+        "known words | known speakers | blank run | stutters |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in CANDIDATES:
-        if name not in runs:
+    for name in candidates(kind):
+        if (kind, name) not in runs:
             continue
-        r, q = runs[name], runs[name]["quality"]
+        r = runs[(kind, name)]
+        q = r["quality"]
         speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
         rows.append(
-            f"| {name} | {r['why']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | {r['epochs']:.1f} | "
-            f"**{r['best_val_bpb']:.3f}** ({r['best_step']}) | {q['known_words']:.1%} | {speakers} | "
-            f"{q['longest_blank_run']} | {len(q['stutters'])} |"
+            f"| {name} | {r['why']} | {r['params'] / 1e6:.2f} M | {r['config']['precision']} | "
+            f"{r['steps']:,d} | {r['epochs']:.1f} | **{r['best_val_bpb']:.3f}** ({r['best_step']}) | "
+            f"{q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | {len(q['stutters'])} |"
         )
     return "\n".join(rows)
 
 
+# What round 4 found on the AMD EPYC kind (written once its runs are in)
+AMD_FINDINGS = """What round 4 says on this kind:
+
+- Not run yet: {not_run}.
+"""
+
+XEON_HEADER = """### Intel Xeon (amx_bf16): rounds 1-3
+
+Machine: Intel(R) Xeon(R) Processor, 2 cores, torch 2.13.0+cpu (2 threads), Python 3.11.7.
+
+Every candidate trained for the same 8 minutes of this CPU (its step time measured first), in bf16 autocast,
+on the same 40 plays; scored on every window of the 2 held-out plays at its best validation, and its samples
+(prompt `ROMEO:`, temperature 0.8, top-k 50, 3 seeds) against the training text."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-s", type=float, default=480.0, help="CPU seconds of training per candidate")
+    parser.add_argument(
+        "--budget-s", type=float, default=480.0, help="wall seconds of training per candidate"
+    )
     parser.add_argument("--only", nargs="*", help="run only these candidates")
     parser.add_argument("--table-only", action="store_true", help="write the table from recipe_runs.jsonl")
     args = parser.parse_args()
+    kind = cpu_kind()["model"]
     runs = load_runs()
     if not args.table_only:
-        for name in args.only or CANDIDATES:
-            if name in runs:
+        for name in args.only or candidates(kind):
+            if (kind, name) in runs:
                 continue
             with tempfile.TemporaryDirectory(prefix="gptlib-recipe-") as tmp:
-                record = run_candidate(name, args.budget_s, Path(tmp))
-            runs[name] = record
+                record = run_candidate(name, args.budget_s, Path(tmp), kind)
+            runs[(kind, name)] = record
             with open(RUNS, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             print(json.dumps({k: v for k, v in record.items() if k != "sample"}), flush=True)
+    amd = "AMD EPYC"
     md = [
         "## The `cpu` recipe (`benchmarks/recipe.py`)",
         "",
-        machine_line(),
+        "### AMD EPYC (avx512_bf16, no AMX): round 4",
         "",
-        f"Every candidate trained for the same {args.budget_s / 60:.0f} minutes of this CPU (its step time "
-        "measured first), in bf16 autocast, on the same 40 plays; scored on every window of the 2 held-out "
-        f"plays at its best validation, and its samples (prompt `{SAMPLE_PROMPT}`, temperature 0.8, "
-        "top-k 50, 3 seeds) against the training text.",
+        machine_line() if kind == amd else "Machine: AMD EPYC, 2 cores, torch 2.13.0+cpu, Python 3.11.7.",
         "",
-        table(runs),
+        "Every candidate trained for the steps `make run`'s 8-minute budget gives it on a quiet machine of "
+        "this kind (`benchmarks/_budget.py`, the arithmetic of `gptlib.probe`), in the faster precision "
+        "there, on the same 40 plays; scored on every window of the 2 held-out plays at its best validation, "
+        f"and its samples (prompt {PROMPT!r}, temperature 0.8, top-k 50, 3 seeds) against the training text.",
         "",
-        FINDINGS.format(not_run=", ".join(n for n in CANDIDATES if n not in runs) or "none"),
+        table(runs, amd),
+        "",
+        AMD_FINDINGS.format(not_run=", ".join(n for n in AMD_CANDIDATES if (amd, n) not in runs) or "none"),
+        XEON_HEADER,
+        "",
+        table(runs, XEON),
+        "",
+        FINDINGS.format(not_run=", ".join(n for n in CANDIDATES if (XEON, n) not in runs) or "none"),
     ]
     write_section("recipe", "\n".join(md))
     print("\n".join(md))

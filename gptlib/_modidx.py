@@ -180,6 +180,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.train.inputs_of': ('training.html#inputs_of', 'gptlib/train.py'),
                               'gptlib.train.loop': ('training.html#loop', 'gptlib/train.py'),
                               'gptlib.train.make_forward': ('training.html#make_forward', 'gptlib/train.py'),
+                              'gptlib.train.new_probe': ('training.html#new_probe', 'gptlib/train.py'),
                               'gptlib.train.open_tokenizer': ('training.html#open_tokenizer', 'gptlib/train.py'),
                               'gptlib.train.resume': ('training.html#resume', 'gptlib/train.py'),
                               'gptlib.train.resumed_log': ('training.html#resumed_log', 'gptlib/train.py'),

@@ -5,8 +5,9 @@ drawing them is tqdm and matplotlib bookkeeping (imported only when something is
 
 - `log_line(record)`: one line of text for a record of `gptlib.train.train` (train, val or event);
 - `progress_bar(total, initial)`: a terminal progress bar, or None where none can be shown;
-- `draw_history(fig, history, references)`: loss (train and validation, reference losses, the gap),
-  learning rate, gradient norm, and the loss scale (where a scaler runs) or the throughput;
+- `draw_history(fig, history, references, band)`: loss (train and validation, reference losses, the gap,
+  and the expected band of `gptlib.expected` shaded behind them), learning rate, gradient norm, and the
+  loss scale (where a scaler runs) or the throughput;
 - `save_plots(history, path)`: the same as a PNG file, written atomically;
 - `LivePlot`: a `train` callback that redraws one figure in place in a Jupyter kernel.
 """
@@ -49,17 +50,26 @@ def progress_bar(total: int, initial: int = 0):
     return None if bar.disable else bar
 
 
-def draw_history(fig, history: list[dict], references: dict[str, float] | None = None) -> None:
+def draw_history(fig, history: list[dict], references: dict[str, float] | None = None, band=None) -> None:
     """Draw the training curves of `history` on `fig`: train and validation loss (with `references`, e.g.
-    `gptlib.quality.reference_losses`, as dashed lines, and the train/validation gap of the last validation),
-    learning rate, gradient norm, and the loss scale where a loss scaler ran (else the throughput)."""
+    `gptlib.quality.reference_losses`, as dashed lines, the train/validation gap of the last validation, and
+    `band`, a `gptlib.expected.Band`, shaded along this run's schedule), learning rate, gradient norm, and
+    the loss scale where a loss scaler ran (else the throughput)."""
     fig.clear()
     (loss_ax, lr_ax), (norm_ax, last_ax) = fig.subplots(2, 2)
     train_records = [r for r in history if r["kind"] == "train"]
     val_records = [r for r in history if r["kind"] == "val"]
     steps = [r["step"] for r in train_records]
-    loss_ax.plot(steps, [r["loss"] for r in train_records], label="train", lw=1)
-    loss_ax.plot([r["step"] for r in val_records], [r["val_loss"] for r in val_records], "o-", label="val")
+    if band is not None:
+        _shade_band(loss_ax, history, band)
+    loss_ax.plot(steps, [r["loss"] for r in train_records], label="train", lw=1, color="tab:blue")
+    loss_ax.plot(
+        [r["step"] for r in val_records],
+        [r["val_loss"] for r in val_records],
+        "o-",
+        label="val",
+        color="tab:orange",
+    )
     for (name, value), color in zip((references or {}).items(), ("grey", "tab:purple", "tab:red")):
         loss_ax.axhline(value, ls="--", lw=1, color=color, label=f"{name} {value:.2f}")
     if val_records and train_records:
@@ -91,12 +101,28 @@ def draw_history(fig, history: list[dict], references: dict[str, float] | None =
     fig.tight_layout()
 
 
-def save_plots(history: list[dict], path, references: dict[str, float] | None = None) -> Path:
-    "The training curves as a PNG file (matplotlib's Agg canvas; no display needed)."
+def _shade_band(ax, history: list[dict], band) -> None:
+    """The band's train and validation loss envelopes, shaded in the colours of their curves, turned from
+    fractions of the schedule into this run's steps (its start record says its max_steps); nothing before
+    the run has started."""
+    from .expected import schedule_of  # imported here: drawing needs it, importing display does not
+
+    max_steps, _ = schedule_of(history)
+    if max_steps is None:
+        return
+    for curve, color, what in ((band.train_loss, "tab:blue", "train"), (band.val_loss, "tab:orange", "val")):
+        if curve.fraction:
+            steps = [f * max_steps for f in curve.fraction]
+            label = f"expected {what} ({len(band.runs)} seeds)"
+            ax.fill_between(steps, curve.low, curve.high, color=color, alpha=0.2, lw=0, label=label)
+
+
+def save_plots(history: list[dict], path, references: dict[str, float] | None = None, band=None) -> Path:
+    "The training curves as a PNG file (matplotlib's Agg canvas; no display needed), `band` shaded."
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 6))
-    draw_history(fig, history, references)
+    draw_history(fig, history, references, band)
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=80)
     path = Path(path)
@@ -115,10 +141,11 @@ def _in_kernel() -> bool:
 
 class LivePlot:
     """A `train` callback: the training curves in one notebook figure, redrawn in place every `every_s`
-    seconds; outside a Jupyter kernel it only collects records."""
+    seconds, the expected `band` (a `gptlib.expected.Band`) shaded once the run has said its length; outside
+    a Jupyter kernel it only collects records."""
 
-    def __init__(self, every_s: float = 2.0, references: dict[str, float] | None = None):
-        self.every_s, self.records, self.references = every_s, [], references
+    def __init__(self, every_s: float = 2.0, references: dict[str, float] | None = None, band=None):
+        self.every_s, self.records, self.references, self.band = every_s, [], references, band
         self.active, self.fig, self.handle, self._last = _in_kernel(), None, None, 0.0
 
     def __call__(self, record: dict) -> None:
@@ -132,11 +159,11 @@ class LivePlot:
 
         if self.fig is None:
             self.fig = plt.figure(figsize=(10, 6))
-            draw_history(self.fig, self.records, self.references)
+            draw_history(self.fig, self.records, self.references, self.band)
             self.handle = display(self.fig, display_id=True)
             plt.close(self.fig)  # the handle shows it; the inline backend must not show it again
         else:
-            draw_history(self.fig, self.records, self.references)
+            draw_history(self.fig, self.records, self.references, self.band)
             self.handle.update(self.fig)
         self._last = time.monotonic()
 

@@ -43,6 +43,7 @@ import torch
 from .corpus import EMBEDDED, data_dir, open_corpus
 from .data import DataConfig, open_split, prepare
 from .display import save_plots
+from .expected import place
 from .files import atomic_write, sha256_bytes, write_json
 from .loader import eval_batches
 from .model import GPT
@@ -390,8 +391,10 @@ def run_pipeline(
 ) -> dict:
     """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and
     plots, everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused.
-    `prompt` None: `PROMPT` for Shakespeare, else `held_out_prompt`. `tensorboard`: the run's scalars also
-    as TensorBoard events (`TrainingEvents`). Returns a summary."""
+    `prompt` None: `PROMPT` for Shakespeare, else `held_out_prompt`. `overrides` are TrainConfig fields over
+    the preset (e.g. `{"budget": 8.0}`: minutes of training). `tensorboard`: the run's scalars also as
+    TensorBoard events (`TrainingEvents`). Returns a summary, with the run placed against its expected band
+    (`gptlib.expected`)."""
     started = time.perf_counter()
     say = log or (lambda line: None)
     root = Path(root) if root is not None else data_dir()
@@ -418,7 +421,9 @@ def run_pipeline(
     if prompt is None:  # Shakespeare's speaker heading, or the held-out text's opening
         prompt = PROMPT if corpus in EMBEDDED else held_out_prompt(val_tokens, tokenizer)
     references = reference_losses(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.n_vocab)
-    plots = save_plots(read_metrics(run), run / "training.png", references)
+    records = read_metrics(run)  # the whole run, also the part an earlier start of it trained
+    band, placed = place(records, cfg.to_dict())  # the recipe's fields; its steps are in the records
+    plots = save_plots(records, run / "training.png", references, band)
     model, tokenizer, meta = load_trained(run, "best")  # the checkpoint with the lowest validation loss
     samples = [
         sample_text(model, tokenizer, prompt, sample_tokens, seed=cfg.seed + i, **SAMPLING)
@@ -448,6 +453,7 @@ def run_pipeline(
         "sample": samples[0],
         "quality": quality,
         "tensorboard": str(events.folder) if events is not None else None,
+        "band": placed,  # lines: the expected band of this run's recipe and CPU kind, and where the run is
         "wall_s": time.perf_counter() - started,
     }
     return summary

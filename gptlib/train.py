@@ -35,6 +35,7 @@ __all__ = [
     "check_finite",
     "loop",
     "train",
+    "new_probe",
     "start_line",
 ]
 
@@ -42,7 +43,7 @@ __all__ = [
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,7 @@ from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
+from .probe import Probe, budget_config, describe, measure, precisions_to_time, recorded, resumed_config
 from .run_folder import CheckpointError, RunFolder, load_checkpoint, load_trained  # the store
 from gptlib.runtime import (
     Distributed,
@@ -184,6 +186,14 @@ class TrainConfig(GPTConfig):
     warmup_steps: int = opt(50, "steps of linear warmup up to max_lr", low=0)
     decay_steps: int = opt(
         0, "the step where the cosine reaches min_lr (0: max_steps)", low=0, resumable=True
+    )
+    # or a time: a new run times a few of its real steps and sets max_steps to fit (gptlib.probe); a resume
+    # keeps the steps the run was planned with
+    budget: float = opt(
+        0.0,
+        "minutes the training may take, validations and checkpoints included: sets max_steps (0: no budget)",
+        low=0.0,
+        resumable=True,
     )
     weight_decay: float = opt(0.1, "AdamW weight decay of the weight matrices and embeddings", low=0.0)
     beta1: float = opt(0.9, "AdamW's decay of the gradient's running mean", low=0.0, below=1.0)
@@ -337,9 +347,10 @@ class Records:
         if self.log is not None:
             self.log(log_line(record))  # one line of text per record (`gptlib.display.log_line`)
 
-    def event(self, step: int, message: str) -> None:
-        "Something that happened, in words: a start, a checkpoint skipped or pruned, the end."
-        self.add({"kind": "event", "step": step, "message": message})
+    def event(self, step: int, message: str, **details) -> None:
+        """Something that happened, in words (and `details` for tools, e.g. the start's `max_steps`): a
+        start, a checkpoint skipped or pruned, the end."""
+        self.add({"kind": "event", "step": step, "message": message, **details})
 
 
 # %% ../notebooks/06_training.ipynb #training-030d
@@ -381,20 +392,31 @@ class Training:
     val: Validation
     inputs: dict  # the tokenizer's fingerprint and the shards' key (`inputs_of`)
     forward: torch.nn.Module  # what a step calls: the model, compiled and/or wrapped for DDP (`make_forward`)
+    probe: Probe | None = None  # the steps timed before the run began (gptlib.probe), kept in its checkpoints
 
 
 def setup(
-    cfg: TrainConfig, dist: Distributed, tokenizer: Tokenizer, inputs: dict, precision: str
+    cfg: TrainConfig,
+    dist: Distributed,
+    tokenizer: Tokenizer,
+    inputs: dict,
+    precision: str,
+    probe: Probe | None = None,
+    *,
+    checksums: bool = True,
 ) -> Training:
     """Build the model, its optimizer, the loss scaler, the batches and the validation split, for `precision`
-    (the one asked for, or the one a resumed run began in). The order keeps runs reproducible: the initial
-    weights are drawn from `seed` before anything else touches torch's random generator."""
+    (the one asked for, or the one a resumed run began in), chosen from the `probe`'s timed steps where it
+    timed them. The order keeps runs reproducible: the initial weights are drawn from `seed` before anything
+    else touches torch's random generator. `checksums=False` checks the shards' sizes only (the probe's
+    copies: the run's own set-up verifies them)."""
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank and in every run of this config
     model = GPT(cfg.model_config()).to(dist.device)  # drawn on the CPU, then moved: the same on any device
     betas, device = (cfg.beta1, cfg.beta2), dist.device
     # decay on the weight matrices and embeddings only (notebook 05); the fused kernel where it works
     optimizer, _ = make_adamw(model, lr=cfg.max_lr, weight_decay=cfg.weight_decay, betas=betas, device=device)
-    chosen = choose_precision(device, precision)  # `auto` measures this machine (notebook 05)
+    # `auto` on a CPU keeps the faster of the probe's real steps (notebook 05)
+    chosen = choose_precision(device, precision, step_seconds=probe.step_s if probe is not None else None)
     # only fp16 needs a loss scaler: bf16 and fp32 keep fp32's exponent range, so small gradients survive
     scaler = torch.amp.GradScaler(device.type, init_scale=cfg.init_scale, enabled=chosen.use_scaler)
     # this rank's share of the windows, in the order `seed` gives them; the shards' checksums verified now
@@ -409,15 +431,16 @@ def setup(
         num_workers=cfg.loader_workers,
         device=device,
         tokenizer=tokenizer,
+        checksums=checksums,
     )
     # the validation split opened (checksums verified) and checked against one window per rank now, so that
     # a damaged or short split stops the run before step 1, not at the first validation
-    val_tokens = open_split(cfg.shards, "val", tokenizer)
+    val_tokens = open_split(cfg.shards, "val", tokenizer, checksums=checksums)
     eval_batches(val_tokens, cfg.micro_batch, cfg.context, 1, rank=dist.rank, world_size=dist.world_size)
     # (V,) bytes per token id, on the device: bits per byte is summed there, without a host round trip
     lengths = torch.from_numpy(np.asarray(tokenizer.token_byte_lengths(), dtype=np.int64)).to(device)
     val = Validation(val_tokens, lengths)
-    return Training(model, optimizer, scaler, chosen, loader, val, inputs, forward=model)  # wrapped later
+    return Training(model, optimizer, scaler, chosen, loader, val, inputs, forward=model, probe=probe)
 
 
 def make_forward(cfg: TrainConfig, dist: Distributed, training: Training, tokenizer: Tokenizer) -> str:
@@ -593,6 +616,7 @@ def save(
         "world_size": dist.world_size,
         **training.inputs,
         "precision": training.precision.name,  # what a resume with precision `auto` keeps
+        "probe": training.probe.to_dict() if training.probe is not None else None,  # what it was chosen on
     }
     run.save_checkpoint(done.step, training.model, state, meta)  # the raw model: loadable without wrappers
     return run.prune(cfg.keep_last)  # never fails the run: what it cannot remove, it reports
@@ -708,6 +732,7 @@ def train(
     says `"stopped"`)."""
     if not cfg.shards or not cfg.tokenizer or not cfg.out:
         raise ConfigError("a run needs its shards, tokenizer and out folders (--shards, --tokenizer, --out)")
+    started = time.perf_counter()  # a budget counts from here: the set-up and the probe are part of it
     dist = setup_distributed(cfg.device)  # one process, or this one's place in a torchrun group
     try:
         # configuration: the tokenizer and the shards, checked before the run folder is made
@@ -719,19 +744,26 @@ def train(
             # the resume point, checked against this run before anything is built
             path, meta, damaged = run.resume_point()
             if meta is not None:
+                cfg = resumed_config(cfg, meta)  # a budget's run keeps the steps it was planned with
                 check_checkpoint(meta, cfg, dist, inputs)
+            # a new run times a few of its real steps first, on copies (gptlib.probe): `auto` keeps the
+            # faster precision, and a budget becomes max_steps (below); a resume reads what its start measured
+            probe = new_probe(cfg, dist, run, tokenizer, inputs) if path is None else recorded(meta)
             # set-up
-            training = setup(cfg, dist, tokenizer, inputs, run_precision(cfg, meta))
+            training = setup(cfg, dist, tokenizer, inputs, run_precision(cfg, meta), probe)
             # resume, or begin a new run
             if path is None:
                 done = start_new(cfg, dist, run, training, tokenizer)
             else:
                 resume(training, dist, path, meta)
                 done = resumed_log(run, records, meta, damaged)
-            run.save_config(cfg.to_dict())  # this start's resolved config, for people and tools to read
             compiled = make_forward(cfg, dist, training, tokenizer)  # after the resume loaded the weights
             peak = peak_flops(dist.device, training.precision.name)  # what the MFU is measured against
-            records.event(done.step, start_line(cfg, dist, training, path, compiled, peak))
+            if path is None:  # the steps that fit what is left of a budget (none: max_steps as given)
+                cfg = budget_config(cfg, probe, training.precision.name, dist, started)
+            run.save_config(cfg.to_dict())  # this start's resolved config, for people and tools to read
+            line = start_line(cfg, dist, training, path, compiled, peak)
+            records.event(done.step, line, max_steps=cfg.max_steps, precision=training.precision.name)
             # the loop
             loop(
                 cfg, dist, run, training, records, done, stop, peak=peak, until_step=until_step, bar=progress
@@ -741,14 +773,59 @@ def train(
         dist.close()  # leaves the torchrun group, also when the run fails
 
 
+def new_probe(
+    cfg: TrainConfig, dist: Distributed, run: RunFolder, tokenizer: Tokenizer, inputs: dict
+) -> Probe | None:
+    """A few real steps of this new run timed before its first one (`gptlib.probe.measure`), in each precision
+    worth timing; None when nothing depends on them (a precision asked for and no budget). Each copy is the
+    run's own set-up and step, so what is timed is what will run."""
+    budget = cfg.budget > 0
+    precisions = precisions_to_time(cfg.precision, dist.device, budget)
+    if not precisions:
+        return None
+
+    def build(precision: str) -> Training:  # a copy of the run, set up in `precision`, compiled if it is
+        training = setup(cfg, dist, tokenizer, inputs, precision, checksums=False)
+        make_forward(cfg, dist, training, tokenizer)
+        return training
+
+    def step(training: Training, batches) -> None:  # one optimizer step, as the loop takes it
+        train_step(
+            training.forward,
+            training.optimizer,
+            training.scaler,
+            batches,
+            cfg.lr(0),
+            precision=training.precision,
+            grad_accum=cfg.grad_accum,
+            grad_clip=cfg.grad_clip,
+        )
+
+    def validate_n(training: Training, n: int) -> None:  # a validation of `n` batches
+        validate(training.model, training.val, training.precision, replace(cfg, eval_batches=n), dist)
+
+    return measure(
+        cfg, dist, precisions, build=build, step=step, validate=validate_n, folder=run.path, budget=budget
+    )
+
+
 def start_line(cfg: TrainConfig, dist: Distributed, training: Training, resumed, compiled: str, peak) -> str:
-    "What the run's first log line says: how it starts, the model's size, where and how it computes."
+    """What the run's first log line says: how it starts, the model's size, where and how it computes, and
+    what the probe measured (the CPU's bf16/fp16 units and the step times) and made of a budget."""
     model, precision = training.model, training.precision
     begun = f"new run (from the best checkpoint of {cfg.init_from})" if cfg.init_from else "new run"
-    return (
+    line = (
         f"{begun if resumed is None else f'resuming from {resumed.name}'} in {Path(cfg.out)} | "
         f"{model.num_params(False):,d} parameters | {dist.device} x {dist.world_size} | "
         f"{precision.name} ({precision.reason}) | {compiled} | "
         f"{cfg.micro_batch * cfg.grad_accum * cfg.context * dist.world_size:,d} tokens/step | "
         f"peak {peak[0] / 1e9:,.0f} GFLOP/s ({peak[1]})"
     )
+    if training.probe is None:
+        return line
+    # auto's reason gives the times it chose on; a precision asked for, or a resume, gets them here
+    times = resumed is not None or cfg.precision != "auto"
+    plan = describe(
+        training.probe, precision.name, times=times, max_steps=cfg.max_steps, budget_min=cfg.budget
+    )
+    return f"{line} | {plan}" if plan else line

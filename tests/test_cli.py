@@ -171,7 +171,7 @@ def test_train_start_draws_the_curves_in_the_main_process_only(monkeypatch, tmp_
         return train
 
     monkeypatch.setattr(gptlib.cli.train, "read_metrics", lambda run: history)
-    monkeypatch.setattr(gptlib.cli.train, "save_plots", lambda records, path: drawn.append(path))
+    monkeypatch.setattr(gptlib.cli.train, "save_plots", lambda records, path, **kw: drawn.append(path))
     argv = ["train", "start", "--shards", "s", "--tokenizer", "t", "--out", str(tmp_path / "run")]
     for is_main in (False, True):
         monkeypatch.setattr(gptlib.cli.train, "train", train_as(is_main))
@@ -468,6 +468,7 @@ def _summary(**changes) -> dict:
             "n_words": 4,
         },
         "tensorboard": None,
+        "band": ["no expected band for this recipe", "inside the expected band"],
         "wall_s": 90.0,
         **changes,
     }
@@ -482,7 +483,13 @@ def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypat
 
     monkeypatch.setattr(gptlib.cli.run, "run_pipeline", run_pipeline)
     assert main(["run", "--preset", "tiny", "--prompt", "JULIET.\n", "--sample-tokens", "20"]) == 0
-    asked_for = {"corpus": "shakespeare", "prompt": "JULIET.\n", "sample_tokens": 20, "tensorboard": False}
+    asked_for = {
+        "corpus": "shakespeare",
+        "prompt": "JULIET.\n",
+        "sample_tokens": 20,
+        "overrides": {},
+        "tensorboard": False,
+    }
     assert asked == [("tiny", asked_for)]
     out = capsys.readouterr().out
     assert "shakespeare: 42 documents, 5,057,198 characters, 5.06 MB" in out
@@ -492,6 +499,7 @@ def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypat
     assert "val loss 5.4321 nats/token, 2.3456 bits/byte over the 12,345 tokens" in out
     assert "(for reference: ln V 6.24, unigram 5.90, bigram 4.80 nats/token)" in out
     assert "75.0% of words and no speaker headings found" in out and "wall time 1.5 min" in out
+    assert out.rstrip().endswith("no expected band for this recipe\ninside the expected band")  # last lines
 
 
 def test_run_stopped_by_ctrl_c_says_how_to_resume_and_exits_130(capsys, monkeypatch, shakespeare_texts):

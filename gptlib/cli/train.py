@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from gptlib.display import save_plots
+from gptlib.expected import place
 from gptlib.pipeline import TrainingEvents, continued_after, continued_pretraining
 from gptlib.run_folder import CheckpointError, list_checkpoints, read_metrics
 from gptlib.runtime import resolve_device
@@ -94,11 +95,16 @@ def start_command(args: argparse.Namespace) -> int:
     finally:
         if events is not None:
             events.close()
-    if seen_here:  # so under torchrun one process draws the curves and reports
-        save_plots(read_metrics(cfg.out), Path(cfg.out) / "training.png")
+    stopped = history[-1].get("stopped") if history else None
+    if seen_here:  # so under torchrun one process draws the curves, reports and places the run
+        records = read_metrics(cfg.out)
+        band, placed = place(records, cfg.to_dict())  # the recipe's fields; its steps are in the records
+        save_plots(records, Path(cfg.out) / "training.png", band=band)
         if start is not None:
             _print_continued(cfg, start, continued_after(cfg, start))
-    return signal_exit_code(history[-1].get("stopped") if history else None)
+        if stopped is None:  # a finished run: is it normal? (the last lines)
+            print("\n".join(placed))
+    return signal_exit_code(stopped)
 
 
 def _continued_start(cfg: TrainConfig) -> dict | None:

@@ -1,0 +1,303 @@
+"""A new run's probe: real steps timed, the precision chosen, a time budget made steps.
+
+Hand-written plumbing, not generated from a notebook: 06_training shows what the probe says; timing is
+bookkeeping. A training step's time is a property of the machine, not of the recipe: the same `cpu` preset
+takes 0.2 s a step on one 2-core CPU and 0.34 s on another. So a run that must fit a time, or choose between
+bf16 and fp32, measures the step it will take rather than guessing it from a proxy (one matrix product
+says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a small shape).
+
+- `measure(...)`: before a new run's first step, a few of its real steps timed (its model, batch, context,
+  precision, compiled when it compiles, wrapped for DDP when it is), in each precision worth timing, on
+  copies of the model and optimizer built by the run's own set-up under a fork of the random generators:
+  the run itself then computes exactly what it would have computed without the probe. With a budget, one
+  validation and one checkpoint are timed as well. The result is a `Probe`, recorded with the run (its
+  first log record and every checkpoint), so that a resume decides as the run began;
+- `precisions_to_time(requested, device, budget)`: which precisions are worth a step: fp32 and bf16 when a
+  CPU's `auto` must choose, a format without units for it beside fp32 (so that the warning can say what
+  it costs), the one precision that will run when only the budget needs a time;
+- `steps_within(budget_s, probe, ...)`: the most optimizer steps whose steps, validations and checkpoints
+  fit `budget_s` seconds (a pure function of the probe's times);
+- `budget_config(cfg, probe, ...)`: the run's config with `max_steps` set by what is left of its budget
+  once the set-up and the probe are done, so that warmup and the cosine decay end when the time does;
+  `resumed_config(cfg, meta)` keeps the steps a resumed run was planned with, `recorded(meta)` the probe.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .errors import ConfigError
+from .files import temporary_name
+from .optim import choose_precision, cpu_features
+from .run_folder import save_checkpoint
+
+__all__ = [
+    "Probe",
+    "WARMUP_STEPS",
+    "TIMED_STEPS",
+    "precisions_to_time",
+    "time_steps",
+    "measure",
+    "run_cost",
+    "steps_within",
+    "budget_config",
+    "resumed_config",
+    "recorded",
+    "describe",
+]
+
+WARMUP_STEPS = 2  # untimed: the first steps allocate, pick their kernels and (bf16 on a CPU) pack weights
+TIMED_STEPS = 5  # per precision; the median, so that one step disturbed by other work does not decide
+MAX_TIMING_S = 20.0  # the timed rounds stop early past this (a slow format such as fp16 without units)
+EVAL_TIMED_BATCHES = 3  # validation batches timed; a validation's time is their mean times its batch count
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a new run measured before its first step. Times are seconds on this machine (averaged over the
+    ranks of a torchrun group, so that every rank plans the same run)."""
+
+    step_s: dict[str, float]  # one optimizer step (all its micro-batches), per precision timed: the median
+    features: tuple[str, ...] = ()  # the CPU's bf16/fp16 units (`gptlib.optim.cpu_features`)
+    eval_s: float = 0.0  # one validation of `eval_batches` batches (every window when 0); 0: not timed
+    save_s: float = 0.0  # one checkpoint written; 0: not timed
+    precisions: tuple[str, ...] = ()  # the order the precisions were timed in
+
+    def to_dict(self) -> dict:
+        "As JSON: what the run's start record and its checkpoints hold."
+        return {**asdict(self), "features": list(self.features), "precisions": list(self.precisions)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Probe:
+        "The probe a run recorded (`to_dict`)."
+        return cls(
+            step_s={str(k): float(v) for k, v in d["step_s"].items()},
+            features=tuple(d.get("features", ())),
+            eval_s=float(d.get("eval_s", 0.0)),
+            save_s=float(d.get("save_s", 0.0)),
+            precisions=tuple(d.get("precisions", d["step_s"])),
+        )
+
+
+def recorded(meta: dict) -> Probe | None:
+    "The probe a checkpoint's metadata `meta` recorded, or None (a run that needed none, or saved before)."
+    return Probe.from_dict(meta["probe"]) if isinstance(meta.get("probe"), dict) else None
+
+
+def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
+    """The precisions whose steps a new run should time; () when nothing is to be decided: a precision that
+    was asked for and is not suspect, and no budget that needs the step's time."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        if requested == "auto":  # the choice itself: bf16 pays only where its steps are faster here
+            return ("fp32", "bf16")
+        units = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}
+        if requested in units and not set(units[requested]) & set(cpu_features()):
+            # no hardware for it: oneDNN converts to fp32 and back; the warning gives the measured cost
+            return (requested, "fp32")
+        return (requested,) if budget else ()
+    # a GPU's (or MPS's) precision follows from its hardware: a step is timed only for a budget
+    return (choose_precision(device, requested).name,) if budget else ()
+
+
+def time_steps(steps: dict) -> dict[str, float]:
+    """Seconds per call of each of `steps` (precision -> a function running one optimizer step): the
+    median of up to TIMED_STEPS rounds, after WARMUP_STEPS untimed ones. The precisions take turns
+    within each round, so that other work on a shared machine slows them alike."""
+    started = time.perf_counter()
+    for _ in range(WARMUP_STEPS):
+        for run_step in steps.values():
+            run_step()
+    times = {name: [] for name in steps}
+    for rounds in range(1, TIMED_STEPS + 1):
+        for name, run_step in steps.items():
+            times[name].append(_timed(run_step))
+        if rounds >= 2 and time.perf_counter() - started > MAX_TIMING_S:
+            break
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _timed(function) -> float:
+    "Seconds `function()` takes."
+    began = time.perf_counter()
+    function()
+    return time.perf_counter() - began
+
+
+def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, folder, budget: bool) -> Probe:
+    """Time real training steps of run `cfg` in each of `precisions` (see the module docstring). The caller
+    (`gptlib.train`) hands in its own pieces, so that what is timed is what the run does:
+
+    - `build(precision)`: a fresh set-up of the run in that precision (a `gptlib.train.Training`: model,
+      optimizer, scaler, loader, validation split, and `forward`, compiled and/or DDP-wrapped as the run's);
+    - `step(training, batches)`: one optimizer step of it (`gptlib.train.train_step` at the run's settings);
+    - `validate(training, n)`: a validation of `n` batches (n=None: as many as the run's validations read).
+
+    With `budget`, a validation and a checkpoint (written under a temporary name in `folder`, then removed)
+    are timed too. Every random generator is restored afterwards: the copies' initial weights, dropout and
+    batches leave no trace in the run."""
+    device = dist.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        trials = {name: build(name) for name in precisions}
+        try:
+            batches = {name: iter(training.loader) for name, training in trials.items()}
+            steps = {name: (lambda t=t, b=batches[name]: step(t, b)) for name, t in trials.items()}
+            step_s = time_steps(steps)
+            step_s = _same_on_every_rank(dist, step_s)
+            eval_s = save_s = 0.0
+            if budget:
+                chosen = trials[_chosen(cfg, device, step_s)]
+                validate(chosen, 1)  # warm: the first forward pass in eval mode picks its kernels
+                n = EVAL_TIMED_BATCHES
+                eval_s = _timed(lambda: validate(chosen, n)) / n * _validation_batches(cfg, chosen, dist)
+                save_s = _save_seconds(chosen, folder) if dist.is_main else 0.0
+                eval_s, save_s = _eval_and_save_on_every_rank(dist, eval_s, save_s)
+        finally:
+            for training in trials.values():
+                training.loader.close()  # worker processes, if the run reads with them
+    return Probe(
+        step_s=step_s,
+        features=cpu_features() if device.type == "cpu" else (),
+        eval_s=eval_s,
+        save_s=save_s,
+        precisions=tuple(precisions),
+    )
+
+
+def _chosen(cfg, device, step_s: dict[str, float]) -> str:
+    "The precision the run will train in, decided from the measured steps as its set-up will decide it."
+    return choose_precision(device, cfg.precision, step_seconds=step_s if device.type == "cpu" else None).name
+
+
+def _validation_batches(cfg, training, dist) -> int:
+    "How many batches one of the run's validations reads on this rank: `eval_batches`, or every window."
+    if cfg.eval_batches:
+        return cfg.eval_batches
+    windows = (len(training.val.tokens) - 1) // cfg.context  # eval_batches(): whole windows, in order
+    mine = -(-windows // dist.world_size)  # every world_size-th window
+    return -(-mine // cfg.micro_batch)  # the last batch may be short: it still costs about a batch
+
+
+def _save_seconds(training, folder) -> float:
+    """Seconds to write one checkpoint of `training` (its weights, AdamW's moments and the scaler) under a
+    temporary name in `folder`, removed afterwards (or, after a kill, at the run folder's next opening)."""
+    scratch = temporary_name(Path(folder) / "probe")
+    scratch.mkdir(parents=True)
+    try:
+        state = {"optimizer": training.optimizer.state_dict(), "scaler": training.scaler.state_dict()}
+        return _timed(lambda: save_checkpoint(scratch, 0, training.model, state, {"val_loss": None}))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _same_on_every_rank(dist, step_s: dict[str, float]) -> dict[str, float]:
+    "The step times averaged over the ranks: each rank then chooses the same precision and the same steps."
+    if dist.world_size == 1:
+        return step_s
+    names = sorted(step_s)
+    total = dist.all_reduce_sum(torch.tensor([step_s[n] for n in names], dtype=torch.float64).to(dist.device))
+    return {n: float(t) / dist.world_size for n, t in zip(names, total.tolist())}
+
+
+def _eval_and_save_on_every_rank(dist, eval_s: float, save_s: float) -> tuple[float, float]:
+    "The validation time averaged over the ranks, and rank 0's checkpoint time (only rank 0 writes)."
+    if dist.world_size == 1:
+        return eval_s, save_s
+    total = dist.all_reduce_sum(torch.tensor([eval_s, save_s], dtype=torch.float64).to(dist.device))
+    return float(total[0]) / dist.world_size, float(total[1])
+
+
+def run_cost(n: int, step_s: float, eval_s: float, save_s: float, eval_every: int, checkpoint_every: int):
+    """Seconds of `n` optimizer steps with their validations and checkpoints: one of each every `eval_every`
+    and `checkpoint_every` steps, and one more at the end when `n` is not a multiple (the loop's rule)."""
+    return n * step_s + math.ceil(n / eval_every) * eval_s + math.ceil(n / checkpoint_every) * save_s
+
+
+def steps_within(
+    budget_s: float, probe: Probe, *, precision: str, eval_every: int, checkpoint_every: int
+) -> int:
+    """The most optimizer steps in `precision` whose steps, validations and checkpoints fit `budget_s`
+    seconds at the probe's times; 0 when not one step fits."""
+    step_s = probe.step_s[precision]
+
+    def cost(n: int) -> float:
+        return run_cost(n, step_s, probe.eval_s, probe.save_s, eval_every, checkpoint_every)
+
+    per_step = step_s + probe.eval_s / eval_every + probe.save_s / checkpoint_every
+    n = max(0, int(budget_s / per_step))  # the averaged cost; the exact one counts the extras at the end
+    while n > 0 and cost(n) > budget_s:
+        n -= 1
+    while cost(n + 1) <= budget_s:
+        n += 1
+    return n
+
+
+def budget_config(cfg, probe: Probe | None, precision: str, dist, started: float):
+    """`cfg` with `max_steps` set by its budget (`cfg.budget` minutes; 0: none, and `cfg` is returned as it
+    is), for a new run in `precision` that began at `started` (`time.perf_counter()`): what the set-up and
+    the probe have spent comes off the budget (the most any rank spent, so that all plan the same run), the
+    steps, validations and checkpoints that fit the rest are the run. Its warmup and cosine decay then end
+    when the time does."""
+    if not cfg.budget:
+        return cfg
+    if cfg.decay_steps:  # the budget decides where the cosine ends: a second answer would contradict it
+        raise ConfigError("--budget sets where the learning-rate decay ends: leave --decay-steps at 0")
+    assert probe is not None and precision in probe.step_s, (
+        "a budget needs the probe's time of this precision"
+    )
+    spent = _most_on_any_rank(dist, time.perf_counter() - started)
+    steps = steps_within(
+        cfg.budget * 60 - spent,
+        probe,
+        precision=precision,
+        eval_every=cfg.eval_every,
+        checkpoint_every=cfg.checkpoint_every,
+    )
+    if steps < 1:
+        raise ConfigError(
+            f"a budget of {cfg.budget:g} min fits no training step: the set-up took {spent:.1f} s and a "
+            f"step takes {probe.step_s[precision]:.2f} s here"
+        )
+    return replace(cfg, max_steps=steps)
+
+
+def _most_on_any_rank(dist, seconds: float) -> float:
+    "The largest of every rank's `seconds` (gloo has no max: each rank sums its share into its own slot)."
+    if dist.world_size == 1:
+        return seconds
+    shares = torch.zeros(dist.world_size, dtype=torch.float64)
+    shares[dist.rank] = seconds
+    return float(dist.all_reduce_sum(shares.to(dist.device)).max())
+
+
+def resumed_config(cfg, meta: dict):
+    """`cfg` for a run that resumes from a checkpoint with metadata `meta`: with a budget, the steps (and
+    so the schedule) the run was planned with at its start, not a new plan from a new measurement."""
+    saved = meta.get("config") or {}
+    if not cfg.budget or "max_steps" not in saved:
+        return cfg
+    return replace(cfg, max_steps=saved["max_steps"], decay_steps=saved.get("decay_steps", 0))
+
+
+def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budget_min: float) -> str:
+    """The probe in words, for the run's first log line: with `times`, the step times and the CPU's units
+    (where the precision's reason does not already give them: a precision asked for, a resumed run), and
+    what a budget made of them; "" when there is nothing to add."""
+    parts = []
+    if times:
+        measured = ", ".join(f"{name} {probe.step_s[name] * 1e3:,.0f} ms" for name in probe.precisions)
+        parts.append(f"probe: a step takes {measured} ({', '.join(probe.features) or 'no bf16/fp16 units'})")
+    if budget_min:
+        steps = f"{max_steps:,d} step{'s' if max_steps != 1 else ''}"
+        parts.append(
+            f"budget {budget_min:g} min: {steps} of {probe.step_s[precision] * 1e3:,.0f} ms, "
+            f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
+        )
+    return " | ".join(parts)

@@ -1,0 +1,145 @@
+"""gptlib.expected: bands made from seeds, found for a run's recipe and CPU kind (or refused, saying why),
+judged by the fraction of the schedule, drawn behind the curves; the committed bands are of today's
+presets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gptlib.display import draw_history, save_plots
+from gptlib.expected import (
+    ABOVE,
+    BANDS,
+    NOT_COMPARED,
+    Curve,
+    band_for,
+    cpu_kind,
+    judge,
+    load_bands,
+    make_band,
+    place,
+    save_bands,
+)
+from gptlib.files import DocumentError
+from gptlib.train import TrainConfig
+
+KIND = {"model": "Test CPU", "features": ["avx512_bf16"]}
+CONFIG = TrainConfig.preset("tiny").to_dict()
+
+
+def history(max_steps: int, offset: float, precision: str = "bf16", log_every: int = 5) -> list[dict]:
+    """A run's records: losses falling from 6 to 4 along the schedule, shifted by `offset`, validations at
+    the middle and the end."""
+    records = [
+        {"kind": "event", "step": 0, "message": "new run", "max_steps": max_steps, "precision": precision}
+    ]
+    for step in range(log_every, max_steps + 1, log_every):
+        loss = 6 - 2 * step / max_steps + offset
+        figures = {
+            "lr": 1e-3,
+            "grad_norm": 1.0,
+            "loss_scale": 1.0,
+            "tokens_per_s": 1e4,
+        }  # what the plot reads
+        records.append({"kind": "train", "step": step, "loss": loss, **figures})
+    for step in (max_steps // 2, max_steps):
+        loss = 6.2 - 2 * step / max_steps + offset
+        records.append({"kind": "val", "step": step, "val_loss": loss, "val_bpb": loss / 2.4})
+    records.append({"kind": "event", "step": max_steps, "message": f"finished {max_steps} steps in 1 s"})
+    return records
+
+
+def band(offsets=(0.0, 0.02, 0.04), steps=(100, 104, 96)):
+    runs = [({**CONFIG, "seed": i}, history(n, o)) for i, (n, o) in enumerate(zip(steps, offsets))]
+    return make_band("tiny, test", "tiny", runs, source="tests", kind=KIND)
+
+
+def test_a_band_is_the_min_and_max_of_its_seeds_along_the_schedule():
+    b = band()
+    assert b.precision == "bf16" and b.max_steps == pytest.approx(100) and len(b.runs) == 3
+    low, high = b.val_bpb.at(1.0)
+    assert low == pytest.approx(4.2 / 2.4) and high == pytest.approx(4.24 / 2.4)
+    low, high = b.train_loss.at(0.5)
+    assert low == pytest.approx(5.0, abs=0.03) and high == pytest.approx(5.04, abs=0.03)
+    assert b.val_loss.at(0.1) is None  # before the first validation of every seed: no band
+    assert Curve([0.0, 1.0], [0.0, 2.0], [1.0, 3.0]).at(0.25) == pytest.approx((0.5, 1.5))
+
+
+def test_bands_round_trip_through_a_file_and_a_damaged_one_is_refused(tmp_path):
+    save_bands([band()], tmp_path / "tiny.json")
+    (loaded,) = load_bands(tmp_path)
+    assert loaded == band()
+    (tmp_path / "tiny.json").write_text(json.dumps({"format": "gptlib-bands", "version": 1, "bands": [{}]}))
+    with pytest.raises(DocumentError, match="malformed"):
+        load_bands(tmp_path)
+    (tmp_path / "tiny.json").write_text("{")
+    with pytest.raises(DocumentError, match="not valid JSON"):
+        load_bands(tmp_path)
+
+
+def test_a_band_is_found_for_its_recipe_and_cpu_kind_only():
+    bands = [band()]
+    found, line = band_for({**CONFIG, "seed": 7, "max_steps": 99}, "bf16", KIND, bands)
+    assert found is bands[0] and "3 seeds" in line
+    other_cpu = {"model": "Other CPU", "features": []}
+    found, line = band_for(CONFIG, "bf16", other_cpu, bands)
+    assert found is None and "Other CPU (no bf16/fp16 units)" in line and "Test CPU (avx512_bf16)" in line
+    found, line = band_for(CONFIG, "fp32", KIND, bands)
+    assert found is None and "in fp32" in line
+    found, line = band_for({**CONFIG, "max_lr": 0.1}, "bf16", KIND, bands)
+    assert found is None and "no expected band for this recipe" in line and "`tiny`" in line
+
+
+def test_judging_a_run_inside_near_and_outside_the_band():
+    b = band()
+    inside = judge(history(100, 0.03), b)
+    assert "inside" in inside[0] and inside[-1].startswith("inside the expected band of 3 seeds")
+    near = judge(history(100, 0.06), b)  # 0.02 above, the seeds spread 0.04: noise
+    assert "seed-to-seed noise" in " ".join(near) and ABOVE not in near
+    far = judge(history(100, 0.5), b)
+    assert ABOVE in far and "above by" in far[0]
+    below = judge(history(100, -0.5), b)
+    assert "below by" in below[0] and "more steps" in below[-1]
+    short = judge(history(60, 0.03), b)  # judged by the fraction, with a word on the step count
+    assert short[0].startswith("this run had 60 steps") and "inside" in short[1]
+    other = judge(history(100, 0.03, precision="fp32"), b)
+    assert other[0] == "this run trained in fp32, the band's runs in bf16"
+
+
+def test_place_names_the_band_then_judges(tmp_path):
+    found, lines = place(history(100, 0.01), {**CONFIG, "seed": 3}, KIND, [band()])
+    assert found is not None and lines[0].startswith("expected band: tiny, test") and len(lines) >= 3
+    found, lines = place(history(100, 0.01), CONFIG, {"model": "Other", "features": []}, [band()])
+    assert found is None and lines == [lines[0]] and "no expected band for this CPU kind" in lines[0]
+
+
+def test_the_band_is_drawn_behind_the_curves(tmp_path):
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    draw_history(fig, history(100, 0.01), band=band())
+    loss_ax = fig.axes[0]
+    assert len(loss_ax.collections) == 2  # the train and the validation envelopes, shaded
+    assert any("expected train (3 seeds)" in t.get_text() for t in loss_ax.get_legend().get_texts())
+    fig = Figure()
+    draw_history(fig, history(100, 0.01)[1:], band=band())  # no start record yet: no band to place
+    assert len(fig.axes[0].collections) == 0
+    assert save_plots(history(100, 0.01), tmp_path / "training.png", band=band()).stat().st_size > 0
+
+
+def test_the_cpu_kind_is_read_from_cpuinfo():
+    text = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n"
+    assert cpu_kind(text) == {"model": "AMD EPYC", "features": ["avx512_bf16"]}
+
+
+def test_the_committed_bands_are_of_the_presets_as_they_are_now():
+    """A band made for an older preset would judge today's runs against another recipe: remaking the band
+    is part of changing the preset."""
+    bands = load_bands(BANDS)
+    assert bands, "no committed band"
+    for b in bands:
+        preset = TrainConfig.preset(b.preset).to_dict()
+        assert b.config == {k: v for k, v in preset.items() if k not in NOT_COMPARED}, b.name
+        assert len(b.runs) >= 3 and b.train_loss.fraction and b.val_bpb.at(1.0) is not None

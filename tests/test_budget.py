@@ -1,0 +1,245 @@
+"""gptlib.probe: a time budget becomes max_steps, the precision comes from real steps, and neither leaves a
+trace in what the run computes (a rerun with the recorded steps reproduces it; a resume keeps the plan)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+import gptlib.probe
+from gptlib.cli import config_from_args
+from gptlib.cli import main as cli_main
+from gptlib.config import ConfigError
+from gptlib.probe import Probe, budget_config, precisions_to_time, recorded, run_cost, steps_within
+from gptlib.run_folder import list_checkpoints, read_checkpoint_meta, read_metrics
+from gptlib.runtime import Distributed
+from gptlib.train import TrainConfig, train
+
+ONE_PROCESS = Distributed(0, 1, 0, torch.device("cpu"))
+
+
+def tiny(small_data, out, **overrides) -> TrainConfig:
+    base = {
+        "shards": str(small_data / "shards"),
+        "tokenizer": str(small_data / "tokenizer"),
+        "out": str(out),
+        "log_every": 1,
+        "eval_every": 6,
+        "eval_batches": 2,
+        "checkpoint_every": 4,
+        "micro_batch": 4,
+        "context": 32,
+        "vocab_size": 300,  # small_data's tokenizer
+        "precision": "fp32",
+    }
+    return TrainConfig.preset("tiny", **{**base, **overrides})
+
+
+def losses(history):
+    return [(r["step"], r["loss"]) for r in history if r["kind"] == "train"]
+
+
+def start_of(history) -> dict:
+    return [r for r in history if r["kind"] == "event" and "max_steps" in r][-1]
+
+
+# --- the arithmetic of a budget ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget_s", [0.5, 3.0, 10.0, 37.3, 100.0])
+def test_steps_within_is_the_most_steps_whose_validations_and_checkpoints_fit(budget_s):
+    probe = Probe(step_s={"bf16": 0.1}, eval_s=0.7, save_s=0.3, precisions=("bf16",))
+    n = steps_within(budget_s, probe, precision="bf16", eval_every=7, checkpoint_every=5)
+
+    def cost(k):
+        return run_cost(k, 0.1, 0.7, 0.3, 7, 5)
+
+    assert n == 0 or cost(n) <= budget_s
+    assert cost(n + 1) > budget_s
+
+
+def test_run_cost_counts_a_validation_and_a_checkpoint_at_the_end_of_an_odd_length():
+    # 10 steps, validations at 4, 8 and the end (10), checkpoints at 5 and 10
+    assert run_cost(10, 1.0, 2.0, 3.0, 4, 5) == pytest.approx(10 + 3 * 2 + 2 * 3)
+    assert run_cost(8, 1.0, 2.0, 3.0, 4, 5) == pytest.approx(8 + 2 * 2 + 2 * 3)
+
+
+def test_a_budget_is_refused_where_it_fits_no_step_or_contradicts_decay_steps(small_data, tmp_path):
+    probe = Probe(step_s={"fp32": 5.0}, precisions=("fp32",))
+    import time
+
+    with pytest.raises(ConfigError, match="fits no training step"):
+        budget_config(
+            tiny(small_data, tmp_path, budget=0.01), probe, "fp32", ONE_PROCESS, time.perf_counter()
+        )
+    with pytest.raises(ConfigError, match="decay-steps"):
+        cfg = tiny(small_data, tmp_path, budget=5.0, decay_steps=40)
+        budget_config(cfg, probe, "fp32", ONE_PROCESS, time.perf_counter())
+    without = tiny(small_data, tmp_path)
+    assert budget_config(without, None, "fp32", ONE_PROCESS, 0.0) is without  # no budget: max_steps stays
+
+
+def test_what_is_timed_depends_on_what_must_be_decided(monkeypatch):
+    monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ("avx512_bf16",))
+    assert precisions_to_time("auto", "cpu", budget=False) == ("fp32", "bf16")  # auto chooses by the steps
+    assert precisions_to_time("fp32", "cpu", budget=False) == ()  # nothing to decide, nothing timed
+    assert precisions_to_time("bf16", "cpu", budget=True) == ("bf16",)  # the budget needs its step time
+    assert precisions_to_time("fp16", "cpu", budget=False) == ("fp16", "fp32")  # no fp16 units: its cost
+    monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ())
+    assert precisions_to_time("bf16", "cpu", budget=False) == ("bf16", "fp32")
+
+
+def test_the_budget_is_a_flag_of_train_start_and_of_run():
+    cfg = config_from_args(["--budget", "8", "--shards", "s", "--tokenizer", "t", "--out", "o"])
+    assert cfg.budget == 8.0 and cfg.max_steps == TrainConfig.preset("tiny").max_steps
+    with pytest.raises(ConfigError, match="budget"):
+        config_from_args(["--budget", "-1"])
+    assert cli_main(["run", "--budget", "soon"]) == 2  # a usage error, before any work
+    assert cli_main(["run", "--budget", "-1"]) == 2  # refused before the corpus is fetched
+
+
+# --- a run with a budget ------------------------------------------------------------------------------------
+
+
+def test_a_budget_sets_max_steps_that_a_rerun_without_it_reproduces_exactly(small_data, tmp_path):
+    """The probe times real steps on copies under a fork of the random generators: the budget's run computes
+    what a run told the same number of steps computes, bit for bit; the plan is recorded with the run."""
+    cfg = tiny(small_data, tmp_path / "budget", budget=0.03)  # 1.8 s: some tens of tiny steps
+    history = train(cfg, log=None, progress=False)
+    start = start_of(history)
+    steps = start["max_steps"]
+    assert steps > 0 and losses(history)[-1][0] == steps
+    saved = json.loads((Path(cfg.out) / "config.json").read_text())
+    assert saved["max_steps"] == steps and saved["budget"] == 0.03
+    meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
+    probe = recorded(meta)
+    assert probe is not None and probe.step_s["fp32"] > 0 and probe.eval_s > 0 and probe.save_s > 0
+    assert f"{steps:,d} steps of" in start["message"] and "probe: a step takes fp32" in start["message"]
+    # the plan fits the budget at the probe's own times (what it could know when it planned)
+    assert run_cost(steps, probe.step_s["fp32"], probe.eval_s, probe.save_s, 6, 4) <= 0.03 * 60
+    assert not any(p.name.startswith(".probe") for p in Path(cfg.out).iterdir())  # its scratch is gone
+    rerun = train(
+        replace(cfg, out=str(tmp_path / "rerun"), budget=0.0, max_steps=steps), log=None, progress=False
+    )
+    assert losses(rerun) == losses(history)
+    val = [(r["step"], r["val_loss"]) for r in history if r["kind"] == "val"]
+    assert val == [(r["step"], r["val_loss"]) for r in rerun if r["kind"] == "val"]
+
+
+def test_a_resumed_budget_run_keeps_its_plan_and_does_not_probe_again(small_data, tmp_path, monkeypatch):
+    cfg = tiny(small_data, tmp_path / "run", budget=0.03)
+    first = train(cfg, until_step=4, log=None, progress=False)
+    assert first[-1].get("stopped")
+    steps = start_of(first)["max_steps"]
+
+    def no_second_probe(*args, **kwargs):
+        raise AssertionError("a resumed run measured again")
+
+    monkeypatch.setattr(gptlib.probe, "measure", no_second_probe)
+    monkeypatch.setattr("gptlib.train.measure", no_second_probe)
+    resumed = train(cfg, log=None, progress=False)
+    assert losses(resumed)[-1][0] == steps and start_of(resumed)["max_steps"] == steps
+    assert (
+        "resuming" in start_of(resumed)["message"]
+        and "probe: a step takes fp32" in start_of(resumed)["message"]
+    )
+    monkeypatch.undo()
+    reference = train(
+        replace(cfg, out=str(tmp_path / "reference"), budget=0.0, max_steps=steps), log=None, progress=False
+    )
+    assert losses(resumed) == losses(reference)
+
+
+# --- the precision from real steps ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [({"fp32": 0.30, "bf16": 0.10}, "bf16"), ({"fp32": 0.10, "bf16": 0.095}, "fp32")],
+)
+def test_auto_keeps_the_faster_timed_step_and_says_so(small_data, tmp_path, monkeypatch, times, expected):
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: dict(times))
+    cfg = tiny(small_data, tmp_path / "run", precision="auto", max_steps=4)
+    history = train(cfg, log=None, progress=False)
+    start = start_of(history)
+    assert start["precision"] == expected
+    assert "fp32 300 ms" in start["message"] or "fp32 100 ms" in start["message"]  # the times it chose on
+    meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
+    assert meta["precision"] == expected and recorded(meta).step_s == times
+    assert read_metrics(cfg.out)[-1]["step"] == 4
+
+
+def test_fp16_on_a_cpu_without_fp16_units_is_warned_with_its_measured_cost(small_data, tmp_path, monkeypatch):
+    import gptlib.optim
+
+    monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ())
+    monkeypatch.setattr(gptlib.optim, "cpu_features", lambda *a: ())
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp16": 2.1, "fp32": 0.1})
+    history = train(
+        tiny(small_data, tmp_path / "run", precision="fp16", max_steps=2), log=None, progress=False
+    )
+    message = start_of(history)["message"]
+    assert "no fp16 units" in message and "21.0x fp32's" in message, message
+
+
+def test_run_hands_its_budget_to_the_pipeline(monkeypatch, shakespeare_texts):
+    import gptlib.cli.run
+    from gptlib.errors import GptlibError
+
+    asked = []
+
+    def run_pipeline(preset, **kwargs):
+        asked.append((preset, kwargs["overrides"]))
+        raise GptlibError("stop here")  # the stages themselves are the pipeline's tests
+
+    monkeypatch.setattr(gptlib.cli.run, "run_pipeline", run_pipeline)
+    assert cli_main(["run", "--budget", "8"]) == 2
+    assert cli_main(["run", "--preset", "tiny"]) == 2
+    assert asked == [("cpu", {"budget": 8.0}), ("tiny", {})]
+
+
+@pytest.mark.slow
+def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_path):
+    """Each rank times its own steps; the times and the set-up's seconds are shared before anything is
+    decided, so every rank trains in one precision for one number of steps (else the group would hang at
+    the first collective one rank skips)."""
+    import os
+    import subprocess
+    import sys
+
+    flags = {
+        "shards": small_data / "shards",
+        "tokenizer": small_data / "tokenizer",
+        "out": tmp_path / "two",
+        "vocab-size": 300,
+        "context": 32,
+        "micro-batch": 4,
+        "eval-every": 6,
+        "eval-batches": 2,
+        "checkpoint-every": 6,
+        "budget": 0.4,  # starting a group takes seconds on a busy machine
+        "precision": "auto",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "gptlib",
+    ]
+    cmd += ["train", "start", "--preset", "tiny", *(f"--{k}={v}" for k, v in flags.items())]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_metrics(tmp_path / "two")
+    start = start_of(records)
+    assert "cpu x 2" in start["message"] and "budget 0.4 min" in start["message"]
+    assert [r["step"] for r in records if r["kind"] == "train"][-1] == start["max_steps"]
+    assert read_checkpoint_meta(list_checkpoints(tmp_path / "two")[-1])["world_size"] == 2
