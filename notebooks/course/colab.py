@@ -53,7 +53,8 @@ from pathlib import Path
 if importlib.util.find_spec("gptlib") is None:
     source = Path(os.environ.get("GPTLIB_SOURCE", "/content/gptlib"))  # a checkout of the course
     if not (source / "pyproject.toml").is_file():
-        subprocess.run(["git", "clone", "--depth", "1", "{repository()}", str(source)], check=True)
+        clone = ["git", "clone", "--depth", "1", "{repository()}", str(source)]
+        subprocess.run(clone, check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", str(source)], check=True)
     sys.path[:0] = [str(source), str(source / "notebooks")]  # gptlib and `course`, without a restart
     os.chdir(source / "{folder}")  # where this notebook's relative paths start'''
