@@ -288,7 +288,8 @@ def make_band(
 
 
 def save_bands(bands: list[Band], path) -> None:
-    "Write `bands` as one bands file (atomically)."
+    "Write `bands` as one bands file (atomically), making its folder if it is the first band there."
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     write_json(
         path,
         {"format": BANDS_FORMAT, "version": BANDS_VERSION, "bands": [b.to_dict() for b in bands]},

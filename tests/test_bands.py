@@ -68,8 +68,8 @@ def test_a_band_is_the_min_and_max_of_its_seeds_along_the_schedule():
 
 
 def test_bands_round_trip_through_a_file_and_a_damaged_one_is_refused(tmp_path):
-    save_bands([band()], tmp_path / "tiny.json")
-    (loaded,) = load_bands(tmp_path)
+    save_bands([band()], tmp_path / "bands" / "tiny.json")  # its folder made too
+    (loaded,) = load_bands(tmp_path / "bands")
     assert loaded == band()
     (tmp_path / "tiny.json").write_text(json.dumps({"format": "gptlib-bands", "version": 1, "bands": [{}]}))
     with pytest.raises(DocumentError, match="malformed"):
