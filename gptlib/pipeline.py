@@ -367,6 +367,13 @@ def _passes(cfg: TrainConfig, train_tokens: int) -> str:
     """How many times the run reads its training text, in words: a preset's steps are fixed (they were tuned
     on Shakespeare's 1.4 M tokens), so on a small corpus they are many passes, and the model may learn the
     text by heart long before the end; the validation loss then turns up (the best checkpoint is sampled)."""
+    if cfg.budget:  # the steps are set when the run starts, from its probe's timed steps
+        per_step = cfg.micro_batch * cfg.grad_accum * cfg.context
+        one_pass = train_tokens / per_step
+        return (
+            f"{cfg.budget:g} minutes of training (the probe sets the steps); one pass over the "
+            f"{train_tokens:,d} training tokens is {one_pass:,.0f} steps of {per_step:,d} tokens"
+        )
     tokens = cfg.max_steps * cfg.micro_batch * cfg.grad_accum * cfg.context
     passes = tokens / max(1, train_tokens)
     line = f"{cfg.max_steps:,d} steps read {tokens:,d} tokens: {passes:.1f} passes over the "
@@ -412,7 +419,10 @@ def run_pipeline(
     try:
         history = train(cfg, callback=_each(callback, events), log=log, progress=progress)
     except CheckpointError as e:  # e.g. the corpus was edited since this run began
-        raise CheckpointError(f"{run} cannot continue: {e}. Delete {run} to train again from scratch") from e
+        raise CheckpointError(
+            f"{run} cannot continue: {e}. If the corpus or the preset changed since this run began, delete "
+            f"{run} to train again from scratch"
+        ) from e
     finally:
         if events is not None:
             events.close()
@@ -441,7 +451,8 @@ def run_pipeline(
         "run": str(run),
         "held_out": splits["val"]["n_documents"],  # the documents validation reads, of all `documents`
         "documents": splits["val"]["n_documents"] + splits["train"]["n_documents"],
-        "step": meta["step"],
+        "step": meta["step"],  # the best checkpoint's, the one sampled
+        "last_step": history[-1]["step"] if history else meta["step"],  # where training stopped
         "stopped_early": stopped is not None,
         "signal": stopped,
         "plots": str(plots),

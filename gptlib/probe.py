@@ -148,7 +148,7 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
         trials = {name: build(name) for name in precisions}
         try:
             batches = {name: iter(training.loader) for name, training in trials.items()}
-            steps = {name: (lambda t=t, b=batches[name]: step(t, b)) for name, t in trials.items()}
+            steps = {name: _finished(device, step, t, batches[name]) for name, t in trials.items()}
             step_s = time_steps(steps)
             step_s = _same_on_every_rank(dist, step_s)
             eval_s = save_s = 0.0
@@ -169,6 +169,18 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
         save_s=save_s,
         precisions=tuple(precisions),
     )
+
+
+def _finished(device, step, training, batches):
+    """One step of `training` that returns when the device has done it: a GPU runs its kernels after the
+    call has returned (the run's loop waits for each step when it reads the loss), so it is waited for."""
+
+    def run_step() -> None:
+        step(training, batches)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    return run_step
 
 
 def _chosen(cfg, device, step_s: dict[str, float]) -> str:
@@ -278,12 +290,14 @@ def _most_on_any_rank(dist, seconds: float) -> float:
 
 
 def resumed_config(cfg, meta: dict):
-    """`cfg` for a run that resumes from a checkpoint with metadata `meta`: with a budget, the steps (and
-    so the schedule) the run was planned with at its start, not a new plan from a new measurement."""
+    """`cfg` for a run that resumes from a checkpoint with metadata `meta`: a run planned by a budget keeps
+    the budget, the steps and so the schedule of its start, whatever budget the resuming command gives (or
+    none: `train start` without `--budget`), never a new plan from a new measurement."""
     saved = meta.get("config") or {}
-    if not cfg.budget or "max_steps" not in saved:
+    if not saved.get("budget") or "max_steps" not in saved:
         return cfg
-    return replace(cfg, max_steps=saved["max_steps"], decay_steps=saved.get("decay_steps", 0))
+    planned = {"budget": saved["budget"], "max_steps": saved["max_steps"]}
+    return replace(cfg, **planned, decay_steps=saved.get("decay_steps", 0))
 
 
 def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budget_min: float) -> str:

@@ -84,6 +84,13 @@ class CheckpointError(GptlibError, ValueError):
     gptlib, or not matching the run that would continue from it."""
 
 
+def _failed_write(error: RuntimeError) -> bool:
+    """Whether torch.save's RuntimeError is a write that failed (a full or failing disk: its stream writer
+    says "file write failed", or its container's check says "enforce fail ... unexpected pos")."""
+    text = str(error)
+    return "write" in text or "enforce fail" in text or "No space" in text
+
+
 # --- one checkpoint -------------------------------------------------------------------------------------
 
 
@@ -106,6 +113,8 @@ def save_checkpoint(folder, step: int, model, state: dict, meta: dict) -> Path:
             save_model(model, str(work / "model.safetensors"), metadata={"format": CHECKPOINT_FORMAT})
             torch.save(state, work / "state.pt")
         except (SafetensorError, RuntimeError) as e:  # how both writers report a full disk, for one
+            if isinstance(e, RuntimeError) and not _failed_write(e):
+                raise  # any other RuntimeError is a bug: its traceback stays
             raise CheckpointError(f"{final} could not be written: {str(e).splitlines()[0]}") from e
         files = {name: sha256_file(work / name) for name in _FILES}
         document = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step}

@@ -291,9 +291,10 @@ TRAIN_PRESETS = {
         "eval_batches": 4,
         "checkpoint_every": 20,  # a checkpoint at each validation, so every checkpoint can be ranked
     },
-    # `make run`: about 8.5 minutes of training on 2 CPU cores (bf16 where the CPU has bf16 matrix units), the
-    # best of a measured search (benchmarks/recipe.py): 2,600 steps x 2,048 tokens, 3.7 epochs. Its model is
-    # gptlib.model's `cpu` preset, which has no dropout: in this budget dropout cost more steps than it gained
+    # the laptop's run, the best of a measured search at 8 minutes of 2 CPU cores (benchmarks/recipe.py, on an
+    # Intel Xeon with bf16 matrix units): 2,600 steps x 2,048 tokens, 3.7 epochs. `make run` trains it to a
+    # time budget instead (--budget: the steps that fit, gptlib.probe). Its model is gptlib.model's `cpu`
+    # preset, which has no dropout: in this budget dropout cost more steps than it gained
     "cpu": {
         **GPT_PRESETS["cpu"].to_dict(),
         "micro_batch": 8,

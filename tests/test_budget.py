@@ -151,11 +151,13 @@ def test_a_resumed_budget_run_keeps_its_plan_and_does_not_probe_again(small_data
 
     monkeypatch.setattr(gptlib.probe, "measure", no_second_probe)
     monkeypatch.setattr("gptlib.train.measure", no_second_probe)
-    resumed = train(cfg, log=None, progress=False)
+    # resumed by a command that gives another budget, or none: the plan of the run's start still holds
+    resumed = train(replace(cfg, budget=0.0), log=None, progress=False)
     assert losses(resumed)[-1][0] == steps and start_of(resumed)["max_steps"] == steps
     assert (
         "resuming" in start_of(resumed)["message"]
         and "probe: a step takes fp32" in start_of(resumed)["message"]
+        and "budget 0.03 min" in start_of(resumed)["message"]
     )
     monkeypatch.undo()
     reference = train(

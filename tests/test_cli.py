@@ -451,6 +451,7 @@ def _summary(**changes) -> dict:
     return {
         "run": "/runs/shakespeare-tiny",
         "step": 60,
+        "last_step": 60,
         "stopped_early": False,
         "signal": None,
         "val_loss": 5.4321,
@@ -503,7 +504,8 @@ def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypat
 
 
 def test_run_stopped_by_ctrl_c_says_how_to_resume_and_exits_130(capsys, monkeypatch, shakespeare_texts):
-    stopped = _summary(stopped_early=True, signal="SIGINT", step=12)
+    # the best checkpoint (sampled) is the one of step 8; training stopped after step 12
+    stopped = _summary(stopped_early=True, signal="SIGINT", step=8, last_step=12)
     monkeypatch.setattr(gptlib.cli.run, "run_pipeline", lambda preset, **kwargs: stopped)
     assert main(["run"]) == 130
     assert "stopped at step 12: run `python -m gptlib run` again to resume" in capsys.readouterr().out

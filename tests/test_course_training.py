@@ -416,3 +416,12 @@ def test_the_learners_schedule_sets_the_rate_of_every_step():
     scheduled = _with_schedule(cfg, lambda step, **kw: 0.5 * step)
     assert isinstance(scheduled, TrainConfig) and scheduled.to_dict() == cfg.to_dict()
     assert scheduled.lr(3) == 1.5 and cfg.lr(3) != 1.5
+
+
+def test_the_course_setup_is_the_cpu_preset_s_data():
+    "Every lesson's losses compare with `make run`'s: the course's tokenizer is the `cpu` preset's size."
+    from course.setup import CORPUS, VOCAB_SIZE
+
+    from gptlib.train import TrainConfig
+
+    assert (CORPUS, VOCAB_SIZE) == ("shakespeare", TrainConfig.preset("cpu").vocab_size)

@@ -77,6 +77,25 @@ def test_an_answer_shown_outside_its_region_is_a_leak(tmp_path):
     assert workbooks.leaks(lesson, workbooks.build(lesson)) == ["result_of_the_exercise = x * 2"]
 
 
+def test_cells_tagged_lesson_only_are_left_out_with_a_note_and_test_markers_go(tmp_path):
+    cells = [
+        *LESSON_CELLS,
+        ("markdown", "## Appendix: the library's own loop\n\nIt is the answer, written out."),
+        ("code", "def library_loop():\n    return 'the answer, written out'"),
+        ("code", "# NBVAL_CHECK_OUTPUT\nprint(2 + 2)"),
+    ]
+    lesson = _lesson(tmp_path, cells)
+    nb = nbformat.read(lesson, as_version=4)
+    for cell in nb.cells[-3:-1]:
+        cell.metadata["tags"] = [workbooks.LESSON_ONLY]
+    nbformat.write(nb, lesson)
+    workbook = workbooks.build(lesson)
+    text = workbooks.text_of(workbook)
+    assert "the answer, written out" not in text and "NBVAL" not in text and "print(2 + 2)" in text
+    notes = [c for c in workbook.cells if c.source.startswith("## Appendix: the library's own loop: in the")]
+    assert len(notes) == 1 and "00_toy.ipynb" in notes[0].source
+
+
 def test_writing_refuses_to_replace_a_workbook_the_learner_edited(tmp_path, monkeypatch):
     lesson = _lesson(tmp_path)
     monkeypatch.setattr(workbooks, "NOTEBOOKS", tmp_path)

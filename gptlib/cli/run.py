@@ -81,7 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
         "" if args.corpus == "shakespeare" else f" --corpus {shlex.quote(args.corpus)}"
     )
     if summary["stopped_early"]:
-        print(f"stopped at step {summary['step']}: run `{again}` again to resume")
+        print(f"stopped at step {summary['last_step']}: run `{again}` again to resume")
         return signal_exit_code(summary["signal"])
     print(f"=== sample (the best checkpoint, step {summary['step']}, prompt {summary['prompt']!r}) ===")
     print(summary["sample"])

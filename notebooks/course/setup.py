@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CORPUS = "shakespeare"
-VOCAB_SIZE = 4096  # the `cpu` preset's (tests/test_course.py checks that they agree)
+VOCAB_SIZE = 4096  # the `cpu` preset's (tests/test_course_training.py checks that they agree)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Hand-written tooling of the course, not part of the installed package. Each check takes the learner's
 object, runs it on small fixed inputs (well under a second) against a reference (gptlib, torch or golden
 values) and returns a short summary of what passed, or raises AssertionError with a hint that names the
-mistake and the idea to revisit. tests/test_course_checks.py proves that each accepts its reference and
+mistake and the idea to revisit. tests/test_course_*.py prove that each accepts its reference and
 rejects plausible wrong answers.
 """
 
