@@ -174,6 +174,10 @@ def table(runs: dict[tuple[str, str], dict], kind: str) -> str:
 # What round 4 found on the AMD EPYC kind (written once its runs are in)
 AMD_FINDINGS = """What round 4 says on this kind:
 
+- `a4-today` ran before the `cpu` preset dropped its dropout (its record's config says dropout 0.1, which
+  costs steps here as on the Xeon): it is not the preset as it is now. The preset as it is, trained by
+  `make run` itself to the same 8 minutes, is in the training section: 2.043-2.089 bits/byte over three
+  seeds (1,303-1,674 steps), short of the 1.998 that the Xeon's 2,273 steps reached (`r2-lr1e-3`).
 - Not run yet: {not_run}.
 """
 
