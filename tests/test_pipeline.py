@@ -253,6 +253,8 @@ def test_run_on_a_folder_of_text_prints_a_sample_and_a_finite_bits_per_byte(mult
     assert math.isfinite(bpb) and 0 < bpb < 8, "bits per byte of a model that learned something"
     prompt = ast.literal_eval(out.split(", prompt ")[1].split(") ===")[0])  # printed as Python writes it
     assert any(text.startswith(prompt) for text in multilingual["texts"]), "the held-out text's opening"
+    # the committed bands are Shakespeare's: another text is not judged against them
+    assert out.rstrip().endswith("the committed bands are of shakespeare"), out[-300:]
 
 
 def test_the_same_command_again_reuses_every_stage_and_samples_the_same(multilingual):
