@@ -18,6 +18,8 @@ APPENDIX = re.compile(r"^#+\s*Appendix", re.M)
 
 
 def minutes(cells: list[dict]) -> float:
+    # the Colab install cell is the same plumbing atop every lesson, run once and skipped by a reader
+    cells = [c for c in cells if c.get("id") != "colab-install"]
     words = sum(len("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
     code = sum(
         1
@@ -41,4 +43,4 @@ if __name__ == "__main__":
     for path in sys.argv[1:]:
         main, appendix = split(json.loads(Path(path).read_text(encoding="utf-8"))["cells"])
         name = Path(path).name
-        print(f"{name:24s} main path {minutes(main):5.0f} min   appendix {minutes(appendix):5.0f} min")
+        print(f"{name:24s} main path {minutes(main):5.1f} min   appendix {minutes(appendix):5.1f} min")
