@@ -45,6 +45,15 @@ def _outputs_text(nb) -> str:
     return "\n".join(map(str, texts))
 
 
+def _yours_table(nb) -> str:
+    "The output of workbook 06's cell that prints whose each piece is and how many are the learner's."
+    for cell in nb.cells:
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        if ALL_YOURS in text and "whose" in text:
+            return text.rstrip()
+    return "(no table of pieces printed)"
+
+
 def _expect(nb, stem: str, solved: bool) -> list[str]:
     "What is wrong with the outputs of workbook `stem` after it ran (untouched, or `solved`)."
     text, problems = _outputs_text(nb), []
@@ -88,6 +97,8 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
                 state = "filled" if solved else "untouched"
                 seconds = time.perf_counter() - started
                 print(f"{stem} {state}: {'ok' if not found else 'PROBLEMS'} in {seconds:.0f} s")
+                if solved and stem == LESSONS[-1]:  # whose pieces trained the GPT: the log shows it
+                    print(_yours_table(nb))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
