@@ -394,7 +394,7 @@ def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(sma
     with open(sorted(texts.glob("*.txt"))[0], "a", encoding="utf-8") as f:
         f.write("\nExit, pursued by a bear. " * 50)
     capsys.readouterr()
-    with pytest.raises(CheckpointError, match="cannot continue.*Delete"):
+    with pytest.raises(CheckpointError, match="cannot continue.*delete"):
         run_pipeline(
             "tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False
         )
