@@ -5,24 +5,17 @@ hint that names the mistake."""
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 import pytest
 from course import pieces
+from tools.checking import rejects
 
 PIECES = ["count_pairs", "merge", "naive_train", "train_merges", "encode_chunk"]
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError(pieces.STUB_MESSAGE)
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    "The check of `name` fails `wrong`, and its hint contains `hint`."
-    outcome = pieces.run_check(name, wrong)
-    assert outcome.status == "failed", f"{name}: {wrong.__name__} was not rejected ({outcome.detail})"
-    assert re.search(re.escape(hint), outcome.detail), outcome.detail
 
 
 def test_lesson_01_registers_its_five_pieces():

@@ -4,13 +4,13 @@ mistake; `prepare_with` runs gptlib's preparation on the pieces it is given."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from course.checks import data as checks
 from course.pieces import run_check
+from tools.checking import rejects
 
 import gptlib.data
 from gptlib.files import atomic_write
@@ -27,12 +27,6 @@ PIECES = [
 
 def stub(*args, **kwargs):
     raise NotImplementedError("your code here")
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    outcome = run_check(name, wrong)
-    assert outcome.status == "failed", outcome
-    assert re.search(re.escape(hint), outcome.detail), outcome.detail
 
 
 @pytest.mark.parametrize("name", PIECES)

@@ -4,13 +4,12 @@ mistake; `batches_with` and `loader_with` batch with the pieces they are given."
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 import torch
 from course.checks import loader as checks
 from course.pieces import run_check
+from tools.checking import rejects
 
 import gptlib.loader
 from gptlib.loader import WindowBatches
@@ -25,12 +24,6 @@ def stub(*args, **kwargs):
 class StubBatches(WindowBatches):
     def windows(self, step):
         raise NotImplementedError("your code here")
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    outcome = run_check(name, wrong)
-    assert outcome.status == "failed", outcome
-    assert re.search(re.escape(hint), outcome.detail), outcome.detail
 
 
 @pytest.mark.parametrize("name", PIECES)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from course.pieces import STUB_MESSAGE, _registry, run_check
+from tools.checking import reference, rejects
 from torch import nn
 
 from gptlib import model as gm
@@ -37,17 +38,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def reference(name: str):
-    return _registry()[name].reference_object()
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    "The check of `name` fails `wrong` with a message that contains `hint`."
-    outcome = run_check(name, wrong)
-    assert outcome.status == "failed", f"{name}: {outcome}"
-    assert hint in outcome.detail, f"{name}: expected {hint!r} in {outcome.detail!r}"
 
 
 # --- every piece --------------------------------------------------------------------------------------------

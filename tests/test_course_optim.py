@@ -9,6 +9,8 @@ import math
 import pytest
 import torch
 from course import pieces
+from tools.checking import reference, rejects
+from tools.checking import stub as _stub
 
 LESSON_PIECES = [
     "param_groups",
@@ -21,17 +23,6 @@ LESSON_PIECES = [
 ]
 
 
-def reference(name: str):
-    return pieces._registry()[name].reference_object()
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    "The check of `name` fails `wrong`, with a hint that contains `hint`."
-    outcome = pieces.run_check(name, wrong)
-    assert outcome.status == "failed", (name, outcome)
-    assert hint in outcome.detail, outcome.detail
-
-
 def test_the_lesson_teaches_these_pieces():
     taught = [name for name, piece in pieces._registry().items() if piece.notebook == "05_optim"]
     assert sorted(taught) == sorted(LESSON_PIECES)
@@ -41,10 +32,6 @@ def test_the_lesson_teaches_these_pieces():
 def test_each_check_accepts_the_reference(name):
     outcome = pieces.run_check(name, reference(name))
     assert outcome.passed, outcome.detail
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError("your code here")
 
 
 class StubAdamW(torch.optim.Optimizer):

@@ -12,6 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from course import pieces
+from tools.checking import reference, rejects
+from tools.checking import stub as _stub
 from torch.nn.parallel import DistributedDataParallel
 
 from gptlib.files import atomic_open
@@ -19,17 +21,6 @@ from gptlib.loader import eval_batches
 from gptlib.runtime import rng_state, seed_everything, set_rng_state
 
 LESSON_PIECES = ["evaluate", "train_step", "save_training", "restore_training", "train_loop"]
-
-
-def reference(name: str):
-    return pieces._registry()[name].reference_object()
-
-
-def rejects(name: str, wrong, hint: str) -> None:
-    "The check of `name` fails `wrong`, with a hint that contains `hint`."
-    outcome = pieces.run_check(name, wrong)
-    assert outcome.status == "failed", (name, outcome)
-    assert hint in outcome.detail, outcome.detail
 
 
 def test_the_lesson_teaches_these_pieces():
@@ -41,10 +32,6 @@ def test_the_lesson_teaches_these_pieces():
 def test_each_check_accepts_the_reference(name):
     outcome = pieces.run_check(name, reference(name))
     assert outcome.passed, outcome.detail
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError("your code here")
 
 
 @pytest.mark.parametrize("name", LESSON_PIECES)
