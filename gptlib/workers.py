@@ -94,7 +94,7 @@ def _signal_on_parent_death() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # no C library to call (musl, sandboxes): nothing to ask the kernel
-        return  # on purpose: the watchdog thread (`_watch_parent`) still ends this worker when the parent dies
+        return  # on purpose: the watchdog thread (`_watch_parent`) still ends the worker with its parent
 
 
 def _watch_parent(parent: int) -> None:
