@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -228,7 +229,10 @@ def training_module(model, dist: Distributed, precision, *, compile: bool = Fals
 
 class StopRequest:
     """Turns SIGINT and SIGTERM into a flag the training loop checks after each step (main thread only).
-    `exit_code` is the shell's convention for the signal: 130 for SIGINT, 143 for SIGTERM."""
+    A second Ctrl-C does not wait for the step (set-up and the probe take seconds before the first one): it
+    raises KeyboardInterrupt, and the run resumes from its last checkpoint, which a checkpoint's atomic
+    write leaves whole. `exit_code` is the shell's convention for the signal: 130 for SIGINT, 143 for
+    SIGTERM."""
 
     def __init__(self):
         self.signal = None
@@ -241,6 +245,10 @@ class StopRequest:
         return self
 
     def _handle(self, signum, frame):
+        if signum == signal.SIGINT and self.signal == "SIGINT":
+            raise KeyboardInterrupt  # the second Ctrl-C: stop now, without a checkpoint of this step
+        if signum == signal.SIGINT:
+            print("stopping after this step (Ctrl-C again: now, without its checkpoint)", file=sys.stderr)
         self.signal = signal.Signals(signum).name
 
     @property

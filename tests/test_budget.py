@@ -246,7 +246,8 @@ def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_pa
         "gptlib",
     ]
     cmd += ["train", "start", "--preset", "tiny", *(f"--{k}={v}" for k, v in flags.items())]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # no progress bar: a failing rank's own lines, not the bar's, are what stderr's tail keeps
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     repo = Path(__file__).resolve().parent.parent
     result = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -5,6 +5,7 @@ Every error is one `error: ...` line and exit code 2; a run that can go on, goes
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -292,6 +293,21 @@ def test_a_signal_saves_a_checkpoint_and_exits_with_the_shells_code(small_data, 
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert f"({sig.name})" in out and read_checkpoint_meta(list_checkpoints(run)[-1])["step"] >= 3
+
+
+def test_a_second_ctrl_c_stops_at_once_where_the_first_waits_for_the_step(capsys):
+    from gptlib.runtime import StopRequest
+
+    before = signal.getsignal(signal.SIGINT)
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the handler runs in this thread, between two bytecodes
+        assert stop.signal == "SIGINT" and stop.exit_code == 130, "the first one only asks"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    assert "Ctrl-C again: now" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before, "the handler before the run is back"
 
 
 @pytest.mark.parametrize(
