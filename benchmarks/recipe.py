@@ -12,9 +12,12 @@ with AMX, an AMD EPYC without), so each kind has its own rounds and its own tabl
 one may lose on the other, where the same minutes buy fewer steps. Candidates stay inside the original
 design: sinusoidal positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
 
-Run it with OMP_NUM_THREADS=1 on a machine that other work shares: torch's threads spin while they wait for
-each other, and on an oversubscribed machine a 2-thread step then takes several times longer than a 1-thread
-one (the step counts, fixed by the quiet reference of this CPU kind, are the same either way).
+Rank finalists with both threads, one at a time: one thread flatters a narrow model, whose step gains less
+from a second core (rounds 5-6: 4 x 128 fitted 2,543 steps in `make run`, not the 2,900 of the one-thread
+arithmetic). To screen candidates, run them with OMP_NUM_THREADS=1 on a machine that other work shares:
+torch's threads spin while they wait for each other, and on an oversubscribed machine a 2-thread step then
+takes several times longer than a 1-thread one (the step counts, fixed by the quiet reference of this CPU
+kind, are the same either way).
 
 Results are appended to benchmarks/recipe_runs.jsonl with the CPU kind they were planned for (a candidate
 already there for this kind is not run again; delete its line to re-run it); the tables are written to the
@@ -81,7 +84,8 @@ ROUNDS_1_TO_3_BASE = {"n_embd": 256, "n_head": 4, "max_lr": 2e-3, "min_lr": 2e-4
 # fewer steps: the preset as it is, a higher rate (fewer steps may want longer ones), cheaper steps
 # (narrower, shallower, a smaller vocabulary, a shorter context: more of them), torch.compile. `auto`
 # precision: the faster of fp32 and bf16 by measured steps, as a run picks it.
-# the `cpu` preset as rounds 4-6 found it, under their candidates' changes (round 6 changed the preset)
+# the `cpu` preset as rounds 4-6 found it, under their candidates' changes (pinned: a change of the
+# preset would otherwise change what the recorded candidates mean)
 ROUNDS_4_TO_6_BASE = {"n_embd": 256, "n_head": 4, "max_lr": 1e-3, "min_lr": 1e-4}
 AMD_CANDIDATES = {
     "a4-today": ("the cpu preset as round 4 found it (4 x 256, vocab 4096, lr 1e-3)", {}),
@@ -134,8 +138,7 @@ FINDINGS = """What the table says, and what became the `cpu` preset:
   was worse per byte in this budget (a costlier head, fewer steps), although its samples had more real words.
 - **The preset**: the best candidate, `r2-lr1e-3`, given the whole training time `make run` may spend (2,600
   steps, about 8.5 minutes on 2 cores); `benchmarks/train.py` measured it against the character-level recipe.
-  It was the preset until round 6 on the AMD EPYC, whose fewer steps a narrower model at a higher rate uses
-  better (above); these candidates have not run on this kind with the new preset.
+  Rounds 4-6 on the AMD EPYC (above) asked whether fewer steps call for a narrower model there.
 - The known-word figures above come from samples after `<|bos|>ROMEO:`, that is, at the start of a document:
   the plays open with cast lists in capitals, and so did the samples. `make run` now samples after `Romeo.`
   without `<|bos|>` (mid-text, as training windows start), which raised known words from 88 % to 98 % on the
@@ -199,17 +202,25 @@ AMD_FINDINGS = """What rounds 4-6 say on this kind:
 - `a4-today` ran before the `cpu` preset dropped its dropout (its record's config says dropout 0.1, which
   costs steps here as on the Xeon): it is not the preset as it is now; `a5-today` is, with round 5's
   reference step (0.300 s, the median of the probes of four `make run`s; round 4's 0.333 s had dropout in it).
-- **The preset as it was, 4 x 256 at 1e-3, is too large for this CPU's 8 minutes**: its 1,524 steps see 0.7
-  tokens per parameter and reach 2.068. Narrower models take more steps in the same minutes and win:
-  4 x 192 at 2e-3 reaches 2.047 in 2,172 steps, 4 x 128 at 2e-3 2.036 in 2,912.
+- **In the search's arithmetic, narrower models win**: the preset, 4 x 256 at 1e-3, fits 1,524 steps (0.7
+  tokens per parameter) and reaches 2.068; 4 x 192 at 2e-3 2.047 in 2,172 steps; 4 x 128 at 2e-3 2.036 in
+  2,912.
 - **A narrower model takes a higher rate**: 3e-3 lost to 2e-3 at 4 x 192 (2.061) but won at 4 x 128
   (**2.024**, the best of the search on this kind), as a rate scaled as 1 / width says (Yang et al. 2022,
   muP: 2e-3 x 192 / 128 = 3e-3). Two more layers (6 x 128 at 2e-3, 2,271 steps) reached 2.026, with fewer
   of their samples' speaker names real (71 %).
-- **The new `cpu` preset is `a6-w128-lr3e-3`**: 4 x 128 (4 heads of 32), 1.3 M parameters, peak rate 3e-3,
-  2.2 % better than the preset it replaces on this kind, its samples' words as often real (98.3 % against
-  99.3 %, 3 seeds each). No candidate reached 2.00 bits/byte in 8 minutes here: the best is 0.024 short.
-  Its figures as `make run` trains it are in the training section; on the Xeon it has not run yet.
+- **One thread flatters a narrow model.** Rounds 5-6 ran two at a time with one thread each, their steps
+  fixed by one-thread ratios to the reference step (0.53 for 4 x 128). At two threads, as `make run`
+  trains, a 128-wide step gains less from the second core: `make run` with the preset set to `a6-w128-lr3e-3`
+  probed 181 ms a step in bf16 (1.33x fp32's), fitted 2,543 steps (not about 2,900), and reached **2.049**
+  bits/byte in 7.8 minutes, 95.3 % of its sample words found in the training text (record
+  `candidate-make-run` in `train_runs.jsonl`). The preset's own three seeds span 2.043-2.089 (97.8 % words
+  for seed 1337).
+- **So the preset stays 4 x 256 at 1e-3**: the narrow candidate's gain at two threads, about 0.02 bits/byte,
+  is inside the spread that the probe's timing gives the preset from run to run; its samples' words are real
+  less often; and on the Xeon, where 8 minutes fit 2,300 steps of the preset (1.998), it has not run. No
+  candidate reaches 2.00 bits/byte in 8 minutes of this kind: 0.024 short in the search's arithmetic, 0.049
+  in `make run`. Next: rank finalists at two threads, one at a time on a quiet machine, and on the Xeon.
 - Not run yet: {not_run}.
 """
 
