@@ -310,6 +310,31 @@ def test_a_second_ctrl_c_stops_at_once_where_the_first_waits_for_the_step(capsys
     assert signal.getsignal(signal.SIGINT) is before, "the handler before the run is back"
 
 
+def test_a_second_ctrl_c_during_the_probe_stops_at_once_and_the_same_command_then_trains(
+    small_data, tmp_path
+):
+    run, args = tmp_path / "run", flags(small_data, tmp_path / "run", budget=0.3, precision="auto")
+    patch = """
+        import os, signal, time
+        import gptlib.probe as probe
+        real_time_steps = probe.time_steps
+        def twice_then_time(steps):  # Ctrl-C twice while the probe times its first steps
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)  # never reached: the second raises
+            return real_time_steps(steps)
+        probe.time_steps = twice_then_time
+    """
+    interrupted = with_patch(patch, "train", "start", *args)
+    assert interrupted.returncode == 130 and "Traceback" not in interrupted.stderr, interrupted.stderr
+    assert interrupted.stderr.splitlines()[-1] == "interrupted" and not list_checkpoints(run)
+    again = gptlib("train", "start", *args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    start = [r for r in read_metrics(run) if r["kind"] == "event" and "max_steps" in r][-1]
+    assert train_losses(run)[-1][0] == start["max_steps"], "a whole run, planned by its own probe"
+
+
 @pytest.mark.parametrize(
     "flag",
     ["--max-lr=inf", "--grad-clip=nan", "--weight-decay=nan", "--init-scale=nan", "--min-lr=-1", "--beta2=1"],
