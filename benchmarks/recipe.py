@@ -114,7 +114,7 @@ AMD_CANDIDATES = {
         "4 x 192 at peak learning rate 3e-3: which side of 2e-3 the best rate lies",
         {"n_embd": 192, "n_head": 3, "max_lr": 3e-3, "min_lr": 3e-4},
     ),
-    # round 6: round 5's best, 4 x 128 at 2e-3, with a rate scaled as 1 / width from 4 x 192's best (3e-3),
+    # round 6: round 5's best, 4 x 128 at 2e-3, at 4 x 192's best rate scaled as 1 / width (2e-3 -> 3e-3),
     # and two more layers (depth for the steps that width gave up)
     "a6-w128-lr3e-3": (
         "4 x 128 at peak learning rate 3e-3",
