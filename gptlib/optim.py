@@ -268,6 +268,7 @@ def choose_precision(device, requested: str = "auto", *, step_seconds=None, feat
     )
 
 
+# %% ../notebooks/05_optim.ipynb #optim-029-2
 def _tensor_cores(device) -> tuple[str, ...]:
     "A CUDA GPU's 16-bit tensor cores, by compute capability: fp16 from Volta (7.0), bf16 from Ampere (8.0)."
     major, _ = torch.cuda.get_device_capability(device)
@@ -305,6 +306,7 @@ def _cpu_precision(requested: str, features: tuple[str, ...], step_seconds) -> P
     return Precision(requested, "cpu", requested == "fp16", reason)
 
 
+# %% ../notebooks/05_optim.ipynb #optim-029-3
 def _checked_times(step_seconds) -> dict[str, float]:
     "The step times as {precision: seconds}; each name a precision, each time a positive number."
     times = {name: float(seconds) for name, seconds in dict(step_seconds).items()}

@@ -589,6 +589,7 @@ def _tokenizer_files(tokenizer: Tokenizer) -> dict[str, bytes]:
     }
 
 
+# %% ../notebooks/01_bpe.ipynb #c049-2
 def save_tokenizer(tokenizer: Tokenizer, folder, *, overwrite: bool = False) -> Path:
     """Write the tokenizer's files into `folder` and return it: tokenizer.json (what `load_tokenizer` reads),
     tokenizer.vocab (for people), tokenizer.tiktoken and hf/tokenizer.json (the same vocabulary for tiktoken

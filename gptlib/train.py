@@ -396,6 +396,7 @@ class Training:
     probe: Probe | None = None  # the steps timed before the run began (gptlib.probe), kept in its checkpoints
 
 
+# %% ../notebooks/06_training.ipynb #training-030d-2
 def setup(
     cfg: TrainConfig,
     dist: Distributed,
@@ -504,6 +505,7 @@ def check_checkpoint(meta: dict, cfg: TrainConfig, dist: Distributed, inputs: di
         )
 
 
+# %% ../notebooks/06_training.ipynb #training-030f-2
 def resume(training: Training, dist: Distributed, path: Path, meta: dict) -> None:
     """Continue from checkpoint `path` (its files verified): the weights, the optimizer's moments, the loss
     scaler, this rank's random generators and its place in the batches. The next step is then exactly the
@@ -548,6 +550,7 @@ def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> 
     return Progress(meta["step"], meta["val_loss"], skipped)
 
 
+# %% ../notebooks/06_training.ipynb #training-030f-3
 def start_new(
     cfg: TrainConfig, dist: Distributed, run: RunFolder, training: Training, tokenizer: Tokenizer
 ) -> Progress:
@@ -640,6 +643,7 @@ def check_finite(loss: torch.Tensor, step: int, cfg: TrainConfig, dist: Distribu
         )
 
 
+# %% ../notebooks/06_training.ipynb #training-030l-2
 def loop(
     cfg: TrainConfig,
     dist: Distributed,
