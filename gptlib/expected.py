@@ -164,6 +164,11 @@ def load_bands(folder=BANDS) -> list[Band]:
     return bands
 
 
+def recipe_of(config: dict) -> dict:
+    "The fields of a run's config (a `TrainConfig.to_dict()`) that decide its curves: all but NOT_COMPARED."
+    return {k: v for k, v in config.items() if k not in NOT_COMPARED}
+
+
 def band_for(
     config: dict, precision: str | None = None, kind: dict | None = None, bands: list[Band] | None = None
 ) -> tuple[Band | None, str]:
@@ -173,7 +178,8 @@ def band_for(
     bands = load_bands() if bands is None else bands
     if not bands:
         return None, "no expected band: none is committed (gptlib/bands/)"
-    same_recipe = [b for b in bands if all(config.get(k) == v for k, v in b.config.items())]
+    # every field both ways: a band made before a field existed is not of a recipe that sets it
+    same_recipe = [b for b in bands if recipe_of(config) == b.config]
     if not same_recipe:
         presets = ", ".join(sorted({f"`{b.preset}`" for b in bands})) or "no preset"
         return None, f"no expected band for this recipe: bands exist for {presets} as the presets define them"
@@ -252,7 +258,7 @@ def make_band(
 ) -> Band:
     """The band of `runs`, each `(config, history)` of one seed of the same recipe (`config` a
     `TrainConfig.to_dict()`, `history` what `gptlib.train.train` returned or `metrics.jsonl` holds)."""
-    configs = [{k: v for k, v in config.items() if k not in NOT_COMPARED} for config, _ in runs]
+    configs = [recipe_of(config) for config, _ in runs]
     assert all(c == configs[0] for c in configs), "a band's runs must share one recipe (seeds aside)"
     schedules = [schedule_of(history) for _, history in runs]
     precisions = {precision for _, precision in schedules}

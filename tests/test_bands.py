@@ -5,6 +5,7 @@ presets."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -90,6 +91,10 @@ def test_a_band_is_found_for_its_recipe_and_cpu_kind_only():
     assert found is None and "in fp32" in line
     found, line = band_for({**CONFIG, "max_lr": 0.1}, "bf16", KIND, bands)
     assert found is None and "no expected band for this recipe" in line and "`tiny`" in line
+    # a band made before a field existed (its runs never set it) does not judge a recipe that has it
+    older = replace(bands[0], config={k: v for k, v in bands[0].config.items() if k != "beta2"})
+    found, line = band_for(CONFIG, "bf16", KIND, [older])
+    assert found is None and "no expected band for this recipe" in line
 
 
 def test_judging_a_run_inside_near_and_outside_the_band():
