@@ -349,20 +349,22 @@ def make_run_table(runs: list[dict]) -> list[str]:
     md = [
         "#### `make run` and the seeds of its band",
         "",
-        "| seed | how | steps | precision | whole command | val loss (nats/token) | val bits/byte | known "
-        "words "
-        "| known speakers | load |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---|",
+        "| seed | how | steps (the probe's plan) | precision | training | whole command | val loss "
+        "(nats/token) | val bits/byte | known words | known speakers | load |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in runs:
-        start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
+        plans = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x]
+        start, planned = plans[-1], plans[0]["max_steps"]  # the last plan is the run's; the first the probe's
+        finished = [x for x in r["history"] if "finished" in x.get("message", "")]
+        trained = re.search(r"in (\d+) s", finished[-1]["message"]) if finished else None
         how = (
             "`python -m gptlib run`, fresh data folder" if r["what"] == "make-run" else "pipeline in-process"
         )
         speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
         md.append(
-            f"| {r['seed']} | {how} | {start['max_steps']:,d} | {start['precision']} | "
-            f"{r['wall_s'] / 60:.1f} min | "
+            f"| {r['seed']} | {how} | {start['max_steps']:,d} ({planned:,d}) | {start['precision']} | "
+            f"{f'{trained.group(1)} s' if trained else '-'} | {r['wall_s'] / 60:.1f} min | "
             f"{r['val_loss']:.3f} | **{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | "
             f"{load_text(r)} |"
         )

@@ -168,6 +168,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.train.TrainConfig': ('training.html#trainconfig', 'gptlib/train.py'),
                               'gptlib.train.TrainConfig.check': ('training.html#trainconfig.check', 'gptlib/train.py'),
                               'gptlib.train.TrainConfig.check_resumable': ('training.html#trainconfig.check_resumable', 'gptlib/train.py'),
+                              'gptlib.train.TrainConfig.decay_start': ('training.html#trainconfig.decay_start', 'gptlib/train.py'),
                               'gptlib.train.TrainConfig.lr': ('training.html#trainconfig.lr', 'gptlib/train.py'),
                               'gptlib.train.TrainConfig.model_config': ('training.html#trainconfig.model_config', 'gptlib/train.py'),
                               'gptlib.train.Training': ('training.html#training', 'gptlib/train.py'),

@@ -103,7 +103,7 @@ def draw_history(fig, history: list[dict], references: dict[str, float] | None =
 
 def _shade_band(ax, history: list[dict], band) -> None:
     """The band's train and validation loss envelopes, shaded in the colours of their curves, turned from
-    fractions of the schedule into this run's steps (its start record says its max_steps); nothing before
+    fractions of the schedule into this run's steps (its last record that says its max_steps); nothing before
     the run has started."""
     from .expected import schedule_of  # imported here: drawing needs it, importing display does not
 

@@ -198,8 +198,9 @@ def band_for(
 
 
 def schedule_of(history: list[dict]) -> tuple[int | None, str | None]:
-    """`(max_steps, precision)` of a run, from its records: the last start event says them
-    (`gptlib.train.train`); `(None, None)` before it has started."""
+    """`(max_steps, precision)` of a run, from its records: the last event that says them, a start's
+    (`gptlib.train.train`) or the one that fixes a budget's end (`gptlib.probe.Replan`); `(None, None)`
+    before the run has started."""
     for record in reversed(history):
         if record.get("kind") == "event" and "max_steps" in record:
             return record["max_steps"], record.get("precision")

@@ -19,7 +19,11 @@ says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a sma
   fit `budget_s` seconds (a pure function of the probe's times);
 - `budget_config(cfg, probe, ...)`: the run's config with `max_steps` set by what is left of its budget
   once the set-up and the probe are done, so that warmup and the cosine decay end when the time does;
-  `resumed_config(cfg, meta)` keeps the steps a resumed run was planned with, `recorded(meta)` the probe.
+  `resumed_config(cfg, meta)` keeps the steps a resumed run was planned with, `recorded(meta)` the probe;
+- `Replan`: a budget's run whose learning rate holds before its decay (`TrainConfig.cooldown` < 1) moves
+  its end as it goes, to what fits at the rate its own latest steps ran, until the decay begins: a host
+  whose speed drifts after the probe still ends the run on time, and the run is still the run of its final
+  `max_steps`.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "run_cost",
     "steps_within",
     "budget_config",
+    "Replan",
     "resumed_config",
     "recorded",
     "describe",
@@ -226,25 +231,37 @@ def _eval_and_save_on_every_rank(dist, eval_s: float, save_s: float) -> tuple[fl
     return float(total[0]) / dist.world_size, float(total[1])
 
 
-def run_cost(n: int, step_s: float, eval_s: float, save_s: float, eval_every: int, checkpoint_every: int):
-    """Seconds of `n` optimizer steps with their validations and checkpoints: one of each every `eval_every`
-    and `checkpoint_every` steps, and one more at the end when `n` is not a multiple (the loop's rule)."""
-    return n * step_s + math.ceil(n / eval_every) * eval_s + math.ceil(n / checkpoint_every) * save_s
+def run_cost(
+    n: int,
+    step_s: float,
+    eval_s: float,
+    save_s: float,
+    eval_every: int,
+    checkpoint_every: int,
+    start: int = 0,
+):
+    """Seconds of the optimizer steps after `start` up to step `n`, with their validations and checkpoints:
+    one of each every `eval_every` and `checkpoint_every` steps, and one more at the end when `n` is not a
+    multiple (the loop's rule)."""
+    evals = math.ceil(n / eval_every) - start // eval_every
+    saves = math.ceil(n / checkpoint_every) - start // checkpoint_every
+    return (n - start) * step_s + evals * eval_s + saves * save_s
 
 
 def steps_within(
-    budget_s: float, probe: Probe, *, precision: str, eval_every: int, checkpoint_every: int
+    budget_s: float, probe: Probe, *, precision: str, eval_every: int, checkpoint_every: int, start: int = 0
 ) -> int:
-    """The most optimizer steps in `precision` whose steps, validations and checkpoints fit `budget_s`
-    seconds at the probe's times; 0 when not one step fits."""
+    """The last step of a run whose optimizer steps after `start`, with their validations and checkpoints, fit
+    `budget_s` seconds in `precision` at the probe's times; `start` when not one more step fits."""
     step_s = probe.step_s[precision]
 
     def cost(n: int) -> float:
-        return run_cost(n, step_s, probe.eval_s, probe.save_s, eval_every, checkpoint_every)
+        return run_cost(n, step_s, probe.eval_s, probe.save_s, eval_every, checkpoint_every, start)
 
     per_step = step_s + probe.eval_s / eval_every + probe.save_s / checkpoint_every
-    n = max(0, int(budget_s / per_step))  # the averaged cost; the exact one counts the extras at the end
-    while n > 0 and cost(n) > budget_s:
+    # the averaged cost first; the exact one counts the extras at the end
+    n = start + max(0, int(budget_s / per_step))
+    while n > start and cost(n) > budget_s:
         n -= 1
     while cost(n + 1) <= budget_s:
         n += 1
@@ -280,6 +297,80 @@ def budget_config(cfg, probe: Probe | None, precision: str, dist, started: float
     return replace(cfg, max_steps=steps)
 
 
+REPLAN_WINDOWS = 5  # log intervals whose step times set a re-plan's rate: their median, as in the probe
+
+
+class Replan:
+    """A budget's run, re-planned while its learning rate holds. The probe's few steps can be wrong for the
+    rest of the run: a host whose speed drifts (by a third in minutes, on this project's machines) makes the
+    run end minutes early or late. So at each log line until its decay begins, the run's end moves to the
+    last step that fits what is left of the budget at the rate of its latest steps (the median of the last
+    `REPLAN_WINDOWS` log intervals, validations left out, and the run's first interval). This is exact
+    because every step before the decay trains at max_lr whatever the end (`TrainConfig.cooldown` < 1, a
+    warmup-stable-decay schedule): a move changes nothing the run has computed, so the run is the run of its
+    final `max_steps`, which a rerun with `--max-steps` reproduces bit for bit. Once the decay has begun,
+    the end is fixed (a late drift moves the finish by the drift's share of the decay). A resumed run keeps
+    its checkpoint's steps."""
+
+    def __init__(self, probe: Probe, precision: str, dist, started: float, *, announce, save):
+        self.probe, self.precision, self.dist, self.started = probe, precision, dist, started
+        self.announce, self.save = announce, save  # announce(step, line, **details): the run's records
+        self.planned = None  # the probe's plan (max_steps), for the line that fixes the end
+        self.recent: list[float] = []  # the step seconds of the last log intervals
+        self.windows = 0  # log intervals seen
+        self.fixed = False
+
+    def __call__(self, cfg, step: int, step_s: float):
+        """`cfg` with the end that fits, after `step` steps, the latest of them `step_s` seconds each (this
+        rank's); called at the same steps on every rank, which all plan the same end."""
+        if self.fixed:
+            return cfg
+        self.planned = self.planned or cfg.max_steps
+        if step > cfg.decay_start() or step >= cfg.max_steps:  # the decay has begun: say where the run ends
+            self.fixed = True
+            self.save(cfg.to_dict())
+            self.announce(step, self._fixed_line(cfg), max_steps=cfg.max_steps, precision=self.precision)
+            return cfg
+        if cfg.max_steps < cfg.warmup_steps:  # shorter than its warmup, whose slope then depends on the end
+            return cfg
+        self.windows += 1
+        if self.windows > 1:  # the first interval is the run's first steps: they allocate and warm up
+            self.recent = (self.recent + [step_s])[-REPLAN_WINDOWS:]
+        if len(self.recent) < REPLAN_WINDOWS:
+            return cfg
+        rate = _most_on_any_rank(self.dist, statistics.median(self.recent))
+        left = cfg.budget * 60 - _most_on_any_rank(self.dist, time.perf_counter() - self.started)
+        # this step's own validation and checkpoint, if it has them, come after this call
+        pending = step % cfg.eval_every == 0, step % cfg.checkpoint_every == 0
+        left -= pending[0] * self.probe.eval_s + pending[1] * self.probe.save_s
+        end = steps_within(
+            left,
+            replace(self.probe, step_s={self.precision: rate}),
+            precision=self.precision,
+            eval_every=cfg.eval_every,
+            checkpoint_every=cfg.checkpoint_every,
+            start=step,
+        )
+        end = max(end, step + 1, cfg.warmup_steps)  # the warmup's slope stays the one its steps trained at
+        while cfg.decay_start(end) < step:  # slower than the time left allows: the decay begins now
+            end += 1
+        if end == cfg.max_steps:
+            return cfg
+        cfg = replace(cfg, max_steps=end)
+        self.save(cfg.to_dict())  # config.json says the run's end as it stands (its checkpoints do too)
+        return cfg
+
+    def _fixed_line(self, cfg) -> str:
+        line = (
+            f"budget: the decay began at step {cfg.decay_start():,d}, the run ends at step {cfg.max_steps:,d}"
+        )
+        if not self.recent:  # the decay began before enough steps were timed to re-plan
+            return f"{line} (as planned)"
+        rate, probed = statistics.median(self.recent), self.probe.step_s[self.precision]
+        moved = "as planned" if cfg.max_steps == self.planned else f"the probe planned {self.planned:,d}"
+        return f"{line} ({moved}: steps took {rate * 1e3:,.0f} ms, the probe's {probed * 1e3:,.0f} ms)"
+
+
 def _most_on_any_rank(dist, seconds: float) -> float:
     "The largest of every rank's `seconds` (gloo has no max: each rank sums its share into its own slot)."
     if dist.world_size == 1:
@@ -291,8 +382,9 @@ def _most_on_any_rank(dist, seconds: float) -> float:
 
 def resumed_config(cfg, meta: dict):
     """`cfg` for a run that resumes from a checkpoint with metadata `meta`: a run planned by a budget keeps
-    the budget, the steps and so the schedule of its start, whatever budget the resuming command gives (or
-    none: `train start` without `--budget`), never a new plan from a new measurement."""
+    the budget, the steps and so the schedule its checkpoint holds (its start's plan, or the last move of
+    its end before the checkpoint: `Replan`), whatever budget the resuming command gives (or none: `train
+    start` without `--budget`), never a new plan from a new measurement."""
     saved = meta.get("config") or {}
     if not saved.get("budget") or "max_steps" not in saved:
         return cfg

@@ -14,7 +14,16 @@ import gptlib.probe
 from gptlib.cli import config_from_args
 from gptlib.cli import main as cli_main
 from gptlib.config import ConfigError
-from gptlib.probe import Probe, budget_config, precisions_to_time, recorded, run_cost, steps_within
+from gptlib.optim import lr_at
+from gptlib.probe import (
+    Probe,
+    Replan,
+    budget_config,
+    precisions_to_time,
+    recorded,
+    run_cost,
+    steps_within,
+)
 from gptlib.run_folder import list_checkpoints, read_checkpoint_meta, read_metrics
 from gptlib.runtime import Distributed
 from gptlib.train import TrainConfig, train
@@ -166,6 +175,145 @@ def test_a_resumed_budget_run_keeps_its_plan_and_does_not_probe_again(small_data
     assert losses(resumed) == losses(reference)
 
 
+# --- a budget's run re-planned while its learning rate holds -----------------------------------------------
+
+
+def test_a_cooldown_holds_max_lr_and_keeps_the_cosine_for_the_last_steps():
+    cosine = TrainConfig.preset("tiny", max_steps=100, warmup_steps=10)
+    rates = dict(max_lr=cosine.max_lr, min_lr=cosine.min_lr, warmup_steps=10, decay_steps=100)
+    assert [cosine.lr(s) for s in range(120)] == [lr_at(s, **rates) for s in range(120)]  # cooldown 1
+    held = replace(cosine, cooldown=0.25)
+    assert held.decay_start() == 75
+    lrs = [held.lr(s) for s in range(120)]
+    assert lrs[:10] == [cosine.lr(s) for s in range(10)]  # the same warmup
+    assert lrs[10:76] == [held.max_lr] * 66 and lrs[100:] == [held.min_lr] * 20
+    # the cosine itself, delayed: step 75 + k is step 10 + k of a run whose cosine spans 25 steps
+    assert lrs[75:101] == [replace(cosine, max_steps=35).lr(10 + k) for k in range(26)]
+    # what the steps before the decay train at does not depend on where the run ends
+    assert [replace(held, max_steps=140).lr(s) for s in range(76)] == lrs[:76]
+    with pytest.raises(ConfigError, match="cooldown"):
+        replace(cosine, cooldown=1.5)
+
+
+@pytest.mark.parametrize("start", [0, 33, 35])
+def test_steps_within_counts_the_cost_after_a_start(start):
+    probe = Probe(step_s={"bf16": 0.1}, eval_s=0.7, save_s=0.3, precisions=("bf16",))
+
+    def cost(n):
+        return run_cost(n, 0.1, 0.7, 0.3, 7, 5, start)
+
+    n = steps_within(10.0, probe, precision="bf16", eval_every=7, checkpoint_every=5, start=start)
+    assert n > start and cost(n) <= 10.0 < cost(n + 1)
+    assert steps_within(0.0, probe, precision="bf16", eval_every=7, checkpoint_every=5, start=start) == start
+    if start % 35 == 0:  # on both grids, the cost after `start` is the whole cost less the cost before it
+        assert cost(70) == pytest.approx(
+            run_cost(70, 0.1, 0.7, 0.3, 7, 5) - run_cost(start, 0.1, 0.7, 0.3, 7, 5)
+        )
+
+
+class Clock:
+    "A stand-in for the `time` module of gptlib.probe: seconds pass only when a test says so."
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_a_replan_moves_the_end_to_what_fits_while_the_rate_holds(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(gptlib.probe, "time", clock)
+    probe = Probe(step_s={"bf16": 0.1}, eval_s=1.0, save_s=0.5, precisions=("bf16",))
+    cfg = TrainConfig.preset(
+        "tiny", budget=1.0, max_steps=500, warmup_steps=5, cooldown=0.25, eval_every=100, checkpoint_every=100
+    )
+    said, saved = [], []
+    plan = Replan(
+        probe, "bf16", ONE_PROCESS, clock.now, announce=lambda *a, **k: said.append((a, k)), save=saved.append
+    )
+
+    def log_line(cfg, step, step_s):  # the loop's call, `step_s` seconds a step since the last one
+        clock.now += 10 * step_s
+        return plan(cfg, step, step_s)
+
+    # steps twice as fast as the probe's: the first interval is left out, the next five set the rate
+    for step in range(10, 60, 10):
+        assert log_line(cfg, step, 0.05) is cfg  # too few intervals yet: the plan stands
+    faster = log_line(cfg, 60, 0.05)
+    left = 60 - (clock.now - 1000.0)
+    assert faster.max_steps > 500 and saved[-1]["max_steps"] == faster.max_steps
+    assert run_cost(faster.max_steps, 0.05, 1.0, 0.5, 100, 100, 60) <= left
+    assert run_cost(faster.max_steps + 1, 0.05, 1.0, 0.5, 100, 100, 60) > left
+    # at step 100, its own validation and checkpoint are still to come: they count against the time left
+    cfg = faster
+    for step in range(70, 110, 10):
+        cfg = log_line(cfg, step, 0.05)
+    left = 60 - (clock.now - 1000.0) - 1.5
+    assert run_cost(cfg.max_steps, 0.05, 1.0, 0.5, 100, 100, 100) <= left
+    assert run_cost(cfg.max_steps + 1, 0.05, 1.0, 0.5, 100, 100, 100) > left
+    # the machine slows down: the end comes closer, never before the steps already taken at max_lr
+    for step in range(110, 400, 10):
+        cfg = log_line(cfg, step, 0.5)
+        assert cfg.decay_start() >= step or said
+    assert said, "the decay never began"
+    (step, line), details = said[0]
+    assert step > cfg.decay_start() and details == {"max_steps": cfg.max_steps, "precision": "bf16"}
+    assert f"the run ends at step {cfg.max_steps:,d} (the probe planned 500" in line
+    assert saved[-1]["max_steps"] == cfg.max_steps
+    assert log_line(cfg, step + 10, 0.01) is cfg and len(said) == 1  # fixed once the decay has begun
+
+
+def test_a_replan_past_the_time_begins_the_decay_at_once(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(gptlib.probe, "time", clock)
+    probe = Probe(step_s={"fp32": 0.1}, eval_s=0.0, save_s=0.0, precisions=("fp32",))
+    cfg = TrainConfig.preset("tiny", budget=0.5, max_steps=300, warmup_steps=5, cooldown=0.5)
+    plan = Replan(probe, "fp32", ONE_PROCESS, clock.now, announce=lambda *a, **k: None, save=lambda c: None)
+    for step in range(10, 60, 10):
+        plan(cfg, step, 0.1)
+    clock.now += 3600.0  # an hour past the budget
+    late = plan(cfg, 60, 0.1)
+    assert late.decay_start() == 60  # the steps taken stay at max_lr; the rest is the decay
+    short = replace(cfg, max_steps=3)  # shorter than its warmup: its warmup's slope is its end's
+    assert plan(short, 2, 0.1) is short
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_budget_run_whose_probe_was_wrong_moves_its_end_and_equals_a_rerun_of_its_final_steps(
+    small_data, tmp_path, monkeypatch, resume
+):
+    """A probe that says 0.2 s a step, several times a tiny step's real time with its logging (a host that
+    sped up after the probe): the run moves its end while max_lr holds, and is bit for bit the run a rerun
+    told its final steps computes; the end is said, saved with the run and in its checkpoints. Stopped
+    during the hold and resumed, a run keeps its checkpoint's end (moved already) and still equals a rerun."""
+    slow = Probe(step_s={"fp32": 0.2}, eval_s=0.05, save_s=0.05, precisions=("fp32",))
+    monkeypatch.setattr("gptlib.train.measure", lambda *args, **kwargs: slow)
+    cfg = tiny(small_data, tmp_path / "budget", budget=0.1, cooldown=0.2)
+    history = train(cfg, until_step=8 if resume else None, log=None, progress=False)
+    planned = [r for r in history if r["kind"] == "event" and "max_steps" in r][0]["max_steps"]
+    if resume:
+        moved = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])["config"]["max_steps"]
+        assert history[-1].get("stopped") and moved > planned, (planned, moved)
+        history = train(cfg, log=None, progress=False)
+        final = history[-1]["step"]
+        assert final == moved and not any("the decay began" in r.get("message", "") for r in history)
+    else:
+        plans = [r for r in history if r["kind"] == "event" and "max_steps" in r]
+        final = plans[-1]["max_steps"]
+        assert final > planned, (planned, final)
+        assert f"the run ends at step {final:,d} (the probe planned {planned:,d}" in plans[-1]["message"]
+        assert json.loads((Path(cfg.out) / "config.json").read_text())["max_steps"] == final
+    assert losses(history)[-1][0] == final
+    assert read_checkpoint_meta(list_checkpoints(cfg.out)[-1])["config"]["max_steps"] == final
+    rerun = train(
+        replace(cfg, out=str(tmp_path / "rerun"), budget=0.0, max_steps=final), log=None, progress=False
+    )
+    assert losses(rerun) == losses(history)
+    val = [(r["step"], r["val_loss"]) for r in history if r["kind"] == "val"]
+    assert val == [(r["step"], r["val_loss"]) for r in rerun if r["kind"] == "val"]
+
+
 # --- the precision from real steps ------------------------------------------------------------------------
 
 
@@ -234,6 +382,7 @@ def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_pa
         "eval-batches": 2,
         "checkpoint-every": 6,
         "budget": 0.4,  # starting a group takes seconds on a busy machine
+        "cooldown": 0.5,  # so that the ranks re-plan the end as they go, and must agree on it
         "precision": "auto",
     }
     cmd = [
@@ -252,7 +401,7 @@ def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_pa
     result = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     records = read_metrics(tmp_path / "two")
-    start = start_of(records)
-    assert "cpu x 2" in start["message"] and "budget 0.4 min" in start["message"]
-    assert [r["step"] for r in records if r["kind"] == "train"][-1] == start["max_steps"]
+    plans = [r for r in records if r["kind"] == "event" and "max_steps" in r]  # the start's, the final one
+    assert "cpu x 2" in plans[0]["message"] and "budget 0.4 min" in plans[0]["message"]
+    assert [r["step"] for r in records if r["kind"] == "train"][-1] == plans[-1]["max_steps"]
     assert read_checkpoint_meta(list_checkpoints(tmp_path / "two")[-1])["world_size"] == 2

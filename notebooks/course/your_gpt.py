@@ -154,10 +154,11 @@ def _training(names: dict[str, dict], cfg, tokenizer):
 def train_your_gpt(
     pieces: Pieces, work, *, steps: int, eval_batches: int = 0, log=print, sample_tokens: int = 200
 ) -> YourRun:
-    """Train the `cpu` preset's GPT for `steps` steps (warmup, then the cosine down to its end) from the
-    pieces in `pieces`, in the folder `work`: the tokenizer, the shards, the training and a sample, each of
-    the learner's pieces where it passed its check. The one validation, at the end, scores `eval_batches`
-    batches of the held-out plays (0: all of them). `log(line)` says what each stage made."""
+    """Train the `cpu` preset's GPT for `steps` steps (its schedule: warmup, the peak held, the cosine over
+    the last quarter) from the pieces in `pieces`, in the folder `work`: the tokenizer, the shards, the
+    training and a sample, each of the learner's pieces where it passed its check. The one validation, at
+    the end, scores `eval_batches` batches of the held-out plays (0: all of them). `log(line)` says what
+    each stage made."""
     from gptlib.train import TrainConfig, sample_text
 
     started, work = time.perf_counter(), Path(work)
