@@ -272,8 +272,8 @@ def budget_config(cfg, probe: Probe | None, precision: str, dist, started: float
     """`cfg` with `max_steps` set by its budget (`cfg.budget` minutes; 0: none, and `cfg` is returned as it
     is), for a new run in `precision` that began at `started` (`time.perf_counter()`): what the set-up and
     the probe have spent comes off the budget (the most any rank spent, so that all plan the same run), the
-    steps, validations and checkpoints that fit the rest are the run. Its warmup and cosine decay then end
-    when the time does."""
+    steps, validations and checkpoints that fit the rest are the run (its decay then ends when the time
+    does; a schedule that holds its rate first lets the run move that end as it goes: `Replan`)."""
     if not cfg.budget:
         return cfg
     if cfg.decay_steps:  # the budget decides where the cosine ends: a second answer would contradict it
