@@ -312,7 +312,7 @@ class Replan:
     the end is fixed (a late drift moves the finish by the drift's share of the decay). A resumed run keeps
     its checkpoint's steps."""
 
-    def __init__(self, probe: Probe, precision: str, dist, started: float, *, announce, save):
+    def __init__(self, probe: Probe, precision: str, dist, started: float, announce, save):
         self.probe, self.precision, self.dist, self.started = probe, precision, dist, started
         self.announce, self.save = announce, save  # announce(step, line, **details): the run's records
         self.planned = None  # the probe's plan (max_steps), for the line that fixes the end

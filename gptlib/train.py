@@ -808,17 +808,9 @@ def train(
             run.save_config(cfg.to_dict())  # this start's resolved config, for people and tools to read
             line = start_line(cfg, dist, training, path, compiled, peak)
             records.event(done.step, line, max_steps=cfg.max_steps, precision=training.precision.name)
-            # a new budget's run whose learning rate holds before its decay moves its end as it goes
-            plan = None
+            plan = None  # a new budget's run whose rate holds before its decay moves its end as it goes
             if path is None and cfg.budget and cfg.cooldown < 1:
-                plan = Replan(
-                    probe,
-                    training.precision.name,
-                    dist,
-                    started,
-                    announce=records.event,
-                    save=run.save_config,
-                )
+                plan = Replan(probe, training.precision.name, dist, started, records.event, run.save_config)
             # the loop
             loop(
                 cfg,

@@ -13,7 +13,6 @@ from gptlib.display import draw_history, save_plots
 from gptlib.expected import (
     ABOVE,
     BANDS,
-    NOT_COMPARED,
     Curve,
     band_for,
     cpu_kind,
@@ -21,6 +20,7 @@ from gptlib.expected import (
     load_bands,
     make_band,
     place,
+    recipe_of,
     save_bands,
 )
 from gptlib.files import DocumentError
@@ -146,5 +146,5 @@ def test_the_committed_bands_are_of_the_presets_as_they_are_now():
     assert bands, "no committed band"
     for b in bands:
         preset = TrainConfig.preset(b.preset).to_dict()
-        assert b.config == {k: v for k, v in preset.items() if k not in NOT_COMPARED}, b.name
+        assert b.config == recipe_of(preset), b.name
         assert len(b.runs) >= 3 and b.train_loss.fraction and b.val_bpb.at(1.0) is not None
