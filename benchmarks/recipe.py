@@ -269,8 +269,9 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   1e-3 -> 1e-4 and beta2 0.95: around its rate, in these minutes, the recipe is at a plateau near 2.005-2.010
   bits/byte for 1,500 steps, and what is left to gain on this kind is steps, not knobs. `make run`'s seed 1337
   at a quicker hour (1,422 steps, the probe's 275 ms a step) reached 2.005 with the preset unchanged, against
-  2.026 in 1,293 steps at round 7's slower hour; torch.compile, from an empty cache, fitted fewer steps inside
-  the run than it saved (README, section Benchmarks).
+  2.026 in 1,293 steps at round 7's slower hour; torch.compile, from an empty cache, fitted fewer steps into
+  the run than eager steps did, its compiling costing more than its faster steps gave back (README, section
+  Benchmarks).
 - Not run yet: {not_run}.
 """
 
