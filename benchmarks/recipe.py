@@ -258,20 +258,21 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   holds its rate until its last quarter (`cooldown` 0.25), which also lets a budget's run move its end while
   the rate holds (`gptlib.probe.Replan`). In `make run` (two threads, the end moved by the run's own step
   times), seeds 1337-1339 reached 2.026, 2.038 and 2.014 in 1,253-1,454 steps, against 2.089, 2.085 and
-  2.043 for the cosine planned once (1,303-1,674 steps): the band of section Training. Still short of 2.00
-  bits/byte in 8 minutes of this kind, by 0.014-0.038; a cooldown of a fifth or a third, and the held
+  2.043 for the cosine planned once (1,303-1,674 steps): the band of section Training then. Still short of
+  2.00 bits/byte in 8 minutes of this kind, by 0.014-0.038; a cooldown of a fifth or a third, and the held
   schedule on the narrow candidates, are not measured yet.
 - **Rounds 8-9, the rate and AdamW around the held schedule, found nothing larger than the noise**: a higher
-  peak (1.5e-3) was worse already while held (2.175 bits/byte at step 800 against 2.161) and ended at 2.027; a
-  lower one (7e-4) 2.036; the decay down to 1e-5 instead of 1e-4 2.008, and with beta2 0.99 on top 2.005
-  (better by 0.022 at step 800, by 0.002 once both had decayed), against round 7's 2.010: gains of
-  0.002-0.005, a fifth of the spread of the preset's own seeds in `make run` (0.024 then). So the preset keeps
-  1e-3 -> 1e-4 and beta2 0.95: around its rate, in these minutes, the recipe is at a plateau near 2.005-2.010
-  bits/byte for 1,500 steps, and what is left to gain on this kind is steps, not knobs. `make run`'s seed 1337
-  at a quicker hour (1,422 steps, the probe's 275 ms a step) reached 2.005 with the preset unchanged, against
-  2.026 in 1,293 steps at round 7's slower hour; torch.compile, from an empty cache, fitted fewer steps into
-  the run than eager steps did, its compiling costing more than its faster steps gave back (README, section
-  Benchmarks).
+  peak (1.5e-3) was worse already while held (2.175 bits/byte at step 800 against 2.161) and ended at 2.027;
+  the decay down to 1e-5 instead of 1e-4 reached 2.008, with beta2 0.99 on top 2.005 (better by 0.022 at step
+  800, by 0.003 once both had decayed), and a lower peak (7e-4, also down to 1e-5) 2.036, against round 7's
+  2.010: gains of 0.002-0.005, as large as what the candidates' own step counts (1,488-1,553, each from its
+  own timing probe) can explain, and a fifth of the spread of the preset's own seeds in `make run` (0.024
+  then). So the preset keeps 1e-3 -> 1e-4 and beta2 0.95: around its rate, in these minutes, the recipe is at
+  a plateau near 2.005-2.010 bits/byte for 1,500 steps, and what is left to gain on this kind is steps, not
+  knobs. `make run`'s seed 1337 at a quicker hour (1,422 steps, 335 ms a step on average) reached 2.005 with
+  the preset unchanged, against 2.026 in 1,293 steps (367 ms) at round 7's hour; torch.compile, from an empty
+  cache, fitted fewer steps into the run than eager steps did, its compiling costing more than its faster
+  steps gave back (README, section Benchmarks).
 - Not run yet: {not_run}.
 """
 

@@ -452,8 +452,9 @@ def compile_table(r: dict) -> list[str]:
         f"| eager | {e['step_s'] * 1e3:,.0f} ms | {e['warm_s']:.1f} s | {e['steps']:,d} |",
         f"| compiled | {c['step_s'] * 1e3:,.0f} ms | {c['warm_s']:.1f} s | {c['steps']:,d} |",
         "",
-        f"torch.compile {'pays for itself' if pays else 'does not pay for itself'} within the budget here: "
-        f"{c['steps'] - e['steps']:+,d} steps.",
+        f"torch.compile {'pays for itself' if pays else 'does not pay for itself'} within the budget here, "
+        f"compiled once: {c['steps'] - e['steps']:+,d} steps (a `--budget` run's probe compiles again for "
+        "each precision it times: README, section Benchmarks).",
         "",
     ]
 
