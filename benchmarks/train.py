@@ -184,7 +184,8 @@ def seed_runs(records: list[dict], kind: dict) -> list[dict]:
     """The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest), under the budget of
     the latest of them: a band of one budget's runs only, whatever budgets were tried before."""
     mine = [r for r in records if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind]
-    runs = {r["seed"]: r for r in mine if r["budget_min"] == mine[-1]["budget_min"]}
+    budget = mine[-1]["budget_min"] if mine else None
+    runs = {r["seed"]: r for r in mine if r["budget_min"] == budget}
     return [runs[s] for s in sorted(runs)]
 
 
