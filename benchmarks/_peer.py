@@ -13,6 +13,13 @@ needs no checkout of nanoGPT and runs in the same process and on the same split 
   1e-3 warmed up over 100 steps as nanoGPT warms it (`lr * (it + 1) / (warmup + 1)`) then cosine to 1e-4 at
   the last step, gradients clipped to 1.0, batches of 12 windows of 64 bytes at random offsets of the
   training text (nanoGPT's `get_batch`), no dropout, no gradient accumulation;
+- held to minutes of wall time (`train_for`), the cosine's clock is the time (`learning_rate_in_time`): the
+  same curve, reaching 1e-4 when the minutes run out (a budget shorter than the 100 warmup iterations ends
+  inside the warmup). nanoGPT fixes its last step ahead (`max_iters`); set from the median of 20 timed
+  iterations here, that overran the minutes by a fifth to two fifths (the host slows, and the median misses
+  the iterations' stalls), which gave the peer more time than gptlib. The price: the peer's learning rates
+  follow the clock, so a rerun of the same seed is not the same run bit for bit (gptlib's budget keeps that,
+  `gptlib.probe.Replan`);
 - what differs, each in the peer's favour: no periodic evaluation inside its time (nanoGPT would spend
   some), the faster of fp32 (what nanoGPT runs on a CPU) and bf16 autocast, all the machine's threads.
 
@@ -153,6 +160,19 @@ def learning_rate(it: int, max_iters: int) -> float:
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def learning_rate_in_time(it: int, elapsed_s: float, warmed_s: float, budget_s: float) -> float:
+    """`learning_rate` with the wall time as the cosine's clock, for a run held to `budget_s` seconds: the
+    same warmup over the first iterations, then the cosine from `warmed_s` (when the warmup ended, before
+    `budget_s`) to min_lr at `budget_s`."""
+    lr, min_lr, warmup = RECIPE["learning_rate"], RECIPE["min_lr"], RECIPE["warmup_iters"]
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if not warmed_s < budget_s:
+        raise ValueError(f"the warmup ended at {warmed_s} s, not before the budget's {budget_s} s")
+    ratio = min(1.0, (elapsed_s - warmed_s) / (budget_s - warmed_s))
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
 def get_batch(data: np.ndarray, generator: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     "nanoGPT's `get_batch`: `batch_size` windows at uniform random offsets of the training tokens."
     block = RECIPE["block_size"]
@@ -163,7 +183,7 @@ def get_batch(data: np.ndarray, generator: np.random.Generator) -> tuple[torch.T
 
 
 class PeerRun:
-    "One run of the peer: model, optimizer, batches; `step(it, max_iters, autocast)` is one iteration."
+    "One run of the peer: model, optimizer, batches; `step(lr, autocast)` is one iteration at rate `lr`."
 
     def __init__(self, vocab_size: int, data: np.ndarray, seed: int):
         torch.manual_seed(seed)
@@ -171,9 +191,9 @@ class PeerRun:
         self.optimizer = make_optimizer(self.model)
         self.data, self.rng = data, np.random.default_rng(seed)
 
-    def step(self, it: int, max_iters: int, autocast) -> float:
+    def step(self, lr: float, autocast) -> float:
         for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(it, max_iters)
+            group["lr"] = lr
         x, y = get_batch(self.data, self.rng)
         with autocast():
             _, loss = self.model(x, y)
@@ -188,10 +208,23 @@ def step_seconds(vocab_size: int, data: np.ndarray, autocast, steps: int = 20) -
     "The median seconds of a peer iteration after 3 warm-up ones (a throwaway run, its own seed)."
     run = PeerRun(vocab_size, data, seed=0)
     for it in range(3):
-        run.step(it, 1000, autocast)
+        run.step(learning_rate(it, 1000), autocast)
     times = []
     for it in range(steps):
         began = time.perf_counter()
-        run.step(it, 1000, autocast)
+        run.step(learning_rate(it, 1000), autocast)
         times.append(time.perf_counter() - began)
     return sorted(times)[len(times) // 2]
+
+
+def train_for(run: PeerRun, budget_s: float, autocast) -> tuple[int, float, float]:
+    """Iterations of `run` until `budget_s` seconds of wall time have passed, the learning rate clocked by
+    that time: (iterations, wall seconds, the last training loss)."""
+    started = time.perf_counter()
+    it, warmed_s, loss = 0, 0.0, math.nan
+    while (elapsed_s := time.perf_counter() - started) < budget_s:
+        if it == RECIPE["warmup_iters"]:
+            warmed_s = elapsed_s
+        loss = run.step(learning_rate_in_time(it, elapsed_s, warmed_s, budget_s), autocast)
+        it += 1
+    return it, time.perf_counter() - started, loss

@@ -2,7 +2,7 @@
 torch.compile inside the budget, and the `cpu` preset against nanoGPT's character recipe at equal wall time.
 
     .venv/bin/python benchmarks/train.py [--probe] [--make-run] [--band-seeds 1338 1339] [--bands]
-                                         [--peer] [--compile] [--budget-min 8]
+                                         [--peer] [--compile] [--budget-min 9]
 
 Run it on a quiet machine (load average under 0.5) with every thread of the machine (OMP_NUM_THREADS unset:
 torch then uses all cores, as `make run` does). Each part appends its records to benchmarks/train_runs.jsonl
@@ -215,19 +215,15 @@ def write_band(records: list[dict]) -> None:
 
 
 def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 1337) -> dict:
-    """The peer trained for `budget_s` seconds of iterations in its faster precision (fp32 on a tie), scored
-    over every window of the held-out plays and sampled with 3 seeds."""
+    """The peer trained for `budget_s` seconds of wall time (`_peer.train_for`) in its faster precision (fp32
+    on a tie), scored over every window of the held-out plays and sampled with 3 seeds."""
     tok_dir, shards = corpus_data(259)
     tokenizer = Tokenizer.load(tok_dir)
     train_split = open_split(shards, "train")
     data = np.asarray(train_split)
     precision = choose_precision("cpu", min(step_s, key=lambda p: (step_s[p], p != "fp32")))
-    max_iters = int(budget_s / step_s[precision.name])
     run = _peer.PeerRun(tokenizer.n_vocab, data, seed)
-    started = time.perf_counter()
-    for it in range(max_iters):
-        loss = run.step(it, max_iters, precision.autocast)
-    wall_s = time.perf_counter() - started
+    iterations, wall_s, loss = _peer.train_for(run, budget_s, precision.autocast)
     model = run.model.eval()
     val = open_split(shards, "val", tokenizer)
     lengths = torch.from_numpy(np.asarray(tokenizer.token_byte_lengths(), dtype=np.int64))
@@ -245,13 +241,14 @@ def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 13
     )
     return {
         "budget_s": budget_s,
+        "clock": "wall time",  # the cosine's clock (_peer.learning_rate_in_time)
         "precision": precision.name,
         "step_s": step_s,
-        "max_iters": max_iters,
+        "iterations": iterations,  # done (records before the wall-time clock: "max_iters", fixed ahead)
         "wall_s": wall_s,
         "params": model.num_params(),
-        "tokens_seen": max_iters * batch * block,
-        "epochs": max_iters * batch * block / len(data),
+        "tokens_seen": iterations * batch * block,
+        "epochs": iterations * batch * block / len(data),
         "final_train_loss": loss,
         **scores,
         "quality": quality,
@@ -348,6 +345,13 @@ def probe_table(probes: list[dict], peers: list[dict]) -> list[str]:
     return md + [""]
 
 
+def training_text(run: dict) -> str:
+    "The seconds a recorded gptlib run trained, from its log's last line ('finished N steps in S s'), or '-'."
+    finished = [x for x in run["history"] if "finished" in x.get("message", "")]
+    trained = re.search(r"in (\d+) s", finished[-1]["message"]) if finished else None
+    return f"{trained.group(1)} s" if trained else "-"
+
+
 def make_run_table(runs: list[dict]) -> list[str]:
     md = [
         "#### `make run` and the seeds of its band",
@@ -359,15 +363,13 @@ def make_run_table(runs: list[dict]) -> list[str]:
     for r in runs:
         plans = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x]
         start, planned = plans[-1], plans[0]["max_steps"]  # the last plan is the run's; the first the probe's
-        finished = [x for x in r["history"] if "finished" in x.get("message", "")]
-        trained = re.search(r"in (\d+) s", finished[-1]["message"]) if finished else None
         how = (
             "`python -m gptlib run`, fresh data folder" if r["what"] == "make-run" else "pipeline in-process"
         )
         speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
         md.append(
             f"| {r['seed']} | {how} | {start['max_steps']:,d} ({planned:,d}) | {start['precision']} | "
-            f"{f'{trained.group(1)} s' if trained else '-'} | {r['wall_s'] / 60:.1f} min | "
+            f"{training_text(r)} | {r['wall_s'] / 60:.1f} min | "
             f"{r['val_loss']:.3f} | **{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | "
             f"{load_text(r)} |"
         )
@@ -381,7 +383,7 @@ def make_run_table(runs: list[dict]) -> list[str]:
             first[-1]["first_line"],
             "```",
             "",
-            "Its last lines:",
+            "Its last lines, as it printed them (against the band committed when it ran):",
             "",
         ]
         md += ["```text", *first[-1]["last_lines"], "```"]
@@ -394,6 +396,11 @@ def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
     steps = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]["max_steps"]
     q, pq = sample_quality_of(r), peer["quality"]
     peer_speakers = "-" if pq["known_speakers"] is None else f"{pq['known_speakers']:.0%}"
+    clock = (
+        "its cosine clocked by the wall time, so that it stops when the minutes do"
+        if peer.get("clock") == "wall time"
+        else "its iterations fixed ahead from a timed one, so that it trained longer than the minutes"
+    )
     md = [
         "#### The `cpu` preset against nanoGPT's character recipe, at equal wall time",
         "",
@@ -403,19 +410,20 @@ def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
         "held-out "
         "plays; the `cpu` preset as `make run` trains it (its probe, validations and checkpoints inside the "
         "minutes), the character recipe as nanoGPT's own code trains it (`benchmarks/_peer.py`: no "
-        "evaluation inside its minutes, the faster precision). Samples after "
+        f"evaluation inside its minutes, the faster precision, {clock}). Samples after "
         f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2.",
         "",
-        "| model | params | precision | steps | val bits/byte | known words | known speakers | longest "
-        "blank run |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| model | params | precision | steps | training | val bits/byte | known words | known speakers | "
+        "longest blank run |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
         f"| `cpu` preset (BPE, 4,096 ids), seed {r['seed']} | 4.21 M | "
         f"{[x for x in r['history'] if 'max_steps' in x][-1]['precision']} | {steps:,d} | "
-        f"**{r['val_bpb']:.3f}** | "
+        f"{training_text(r)} | **{r['val_bpb']:.3f}** | "
         f"{q['known_words']:.1%} | {q['known_speakers']} | - |",
         f"| nanoGPT character recipe (bytes) | {peer['params'] / 1e6:.2f} M | {peer['precision']} | "
-        f"{peer['max_iters']:,d} | **{peer['val_bpb']:.3f}** | {pq['known_words']:.1%} | "
-        f"{peer_speakers} | "
+        f"{peer.get('iterations', peer.get('max_iters')):,d} | {peer['wall_s']:.0f} s | "
+        f"**{peer['val_bpb']:.3f}** | "
+        f"{pq['known_words']:.1%} | {peer_speakers} | "
         f"{pq['longest_blank_run']} |",
         "",
         f"The `cpu` preset is **{1 - r['val_bpb'] / peer['val_bpb']:.1%} better** in bits per byte "
@@ -504,7 +512,7 @@ def section(records: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-min", type=float, default=8.0, help="`make run`'s budget, minutes")
+    parser.add_argument("--budget-min", type=float, default=9.0, help="`make run`'s budget, minutes")
     parser.add_argument("--probe", action="store_true", help="the probe of the cpu preset, 3 times")
     parser.add_argument("--make-run", action="store_true", help="`python -m gptlib run --budget B`, timed")
     parser.add_argument("--band-seeds", type=int, nargs="*", default=[], help="more seeds of make run's run")
