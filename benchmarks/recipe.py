@@ -4,13 +4,14 @@
 
 Every candidate is a set of TrainConfig fields on top of the `cpu` preset (and the tokenizer size it needs).
 Each trains for the steps the same wall-time budget (`--budget-s`, default 8 minutes: `make run`'s
-`--budget`) gives it on a quiet machine of this CPU kind, on the same 40 plays, and is scored on the whole of
-the 2 held-out plays (bits per byte, every window) at its best validation, plus the sample quality of that
-checkpoint over 3 seeds (see benchmarks/_budget.py for how the budget becomes a number of steps: the
-arithmetic of `gptlib.probe`). The step time differs between the project's two CPU kinds (an Intel Xeon
-with AMX, an AMD EPYC without), so each kind has its own rounds and its own table: a recipe that wins on
-one may lose on the other, where the same minutes buy fewer steps. Candidates stay inside the original
-design: sinusoidal positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
+`--budget` when rounds 1-9 ran, since raised to 9; candidates are compared with each other at equal
+minutes, so the rounds keep theirs) gives it on a quiet machine of this CPU kind, on the same 40 plays, and
+is scored on the whole of the 2 held-out plays (bits per byte, every window) at its best validation, plus
+the sample quality of that checkpoint over 3 seeds (see benchmarks/_budget.py for how the budget becomes a
+number of steps: the arithmetic of `gptlib.probe`). The step time differs between the project's two CPU
+kinds (an Intel Xeon with AMX, an AMD EPYC without), so each kind has its own rounds and its own table: a
+recipe that wins on one may lose on the other, where the same minutes buy fewer steps. Candidates stay
+inside the original design: sinusoidal positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
 
 Rank finalists with both threads, one at a time: one thread flatters a narrow model, whose step gains less
 from a second core (rounds 5-6: 4 x 128 fitted 2,543 steps in `make run`, not the 2,900 of the one-thread
@@ -313,10 +314,11 @@ def main() -> int:
         "",
         machine_line() if kind == amd else "Machine: AMD EPYC, 2 cores, torch 2.13.0+cpu, Python 3.11.7.",
         "",
-        "Every candidate trained for the steps `make run`'s 8-minute budget gives it on a quiet machine of "
-        "this kind (`benchmarks/_budget.py`, the arithmetic of `gptlib.probe`), in the faster precision "
-        "there, on the same 40 plays; scored on every window of the 2 held-out plays at its best validation, "
-        f"and its samples (prompt {PROMPT!r}, temperature 0.8, top-k 50, 3 seeds) against the training text.",
+        "Every candidate trained for the steps an 8-minute budget (`make run`'s then) gives it on a quiet "
+        "machine of this kind (`benchmarks/_budget.py`, the arithmetic of `gptlib.probe`), in the faster "
+        "precision there, on the same 40 plays; scored on every window of the 2 held-out plays at its best "
+        f"validation, and its samples (prompt {PROMPT!r}, temperature 0.8, top-k 50, 3 seeds) against the "
+        "training text.",
         "",
         table(runs, amd),
         "",
