@@ -93,9 +93,15 @@ class Distributed:
         return gathered
 
     def close(self) -> None:
+        """Leave the group this process joined. After a clean run the ranks first wait for each other, so
+        that none tears gloo down while a peer is still finishing its last collective (a rank of the 2-process
+        test once aborted at exit: "terminate called without an active exception"); while an error is
+        propagating, at once: its peers may be gone already, and torchrun stops those that are not."""
         if self.owns_group:
             import torch.distributed as dist
 
+            if sys.exc_info()[0] is None:
+                dist.barrier()
             dist.destroy_process_group()
 
 
