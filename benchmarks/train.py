@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +98,11 @@ def in_own_process(function, *args, compile_cache: Path):
     """`function(*args)` in a fresh process with every thread, its torch.compile cache starting empty in
     `compile_cache`: what it compiles costs what a first `make run`'s compile costs, none of it served by
     the kernels of an earlier run in this process or on this machine."""
-    with multiprocessing.get_context("spawn").Pool(1, _fresh_child, (str(compile_cache),)) as pool:
-        return pool.apply(function, args)
+    # not a multiprocessing.Pool: its workers are daemons, which may not start the pipeline's own processes
+    with ProcessPoolExecutor(
+        1, multiprocessing.get_context("spawn"), _fresh_child, (str(compile_cache),)
+    ) as pool:
+        return pool.submit(function, *args).result()
 
 
 def _fresh_child(compile_cache: str) -> None:
