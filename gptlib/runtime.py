@@ -17,6 +17,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,14 +197,16 @@ def set_rng_state(state: dict) -> None:
 
 def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module, str]:
     """`torch.compile(model)`, tried on one forward and backward pass; on any failure the eager model.
-    The trial's RNG draws (dropout) and gradients are undone. Returns `(module, what happened)`."""
+    The trial's RNG draws (dropout) and gradients are undone. Returns `(module, what happened)`: the trial
+    is when the compiling happens, so the note says how long it took (a budget's run pays it)."""
     rng = torch.get_rng_state()
+    started = time.perf_counter()
     try:
         compiled = torch.compile(model)
         with precision.autocast():
             _, loss = compiled(*sample_batch)
         loss.backward()
-        outcome = (compiled, "torch.compile on")
+        outcome = (compiled, f"torch.compile on ({time.perf_counter() - started:.0f} s to compile)")
     except Exception as e:  # compilers fail in many ways (no C compiler, unsupported op, ...)
         outcome = (
             model,

@@ -164,7 +164,7 @@ def test_a_compiled_budget_run_compiles_its_own_model_once_and_times_eager_copie
     cfg = tiny(small_data, tmp_path / "run", budget=0.03, compile=True, precision="auto")
     history = train(cfg, log=None, progress=False)
     start = start_of(history)
-    assert "torch.compile on" in start["message"]
+    assert "torch.compile on (" in start["message"] and " s to compile)" in start["message"]
     assert len(compiled) == 1, f"compiled {len(compiled)} models: the probe's copies must stay eager"
     assert set(recorded(read_checkpoint_meta(list_checkpoints(cfg.out)[-1])).step_s) == {"fp32", "bf16"}
 
