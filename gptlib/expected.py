@@ -326,9 +326,18 @@ def _verdict(what: str, value: float, interval: tuple[float, float] | None, unit
     )
 
 
+TAIL = 0.1  # the training loss is judged over the last tenth of the schedule: some 8 log lines of `cpu`
+
+
+def _tail(fractions: list[float], losses: list[float]) -> list[tuple[float, float]]:
+    "The points of a training curve in the last TAIL of the schedule."
+    return [(f, loss) for f, loss in zip(fractions, losses) if f >= 1 - TAIL - 1e-9]
+
+
 def judge(history: list[dict], band: Band) -> list[str]:
-    """The run's last lines: its final validation bits per byte and its training loss at the end, each
-    against the band at the same fraction of the schedule, and what a run outside usually means."""
+    """The run's last lines: its final validation bits per byte and its training loss over the last tenth
+    of the schedule (one grid point's few batches move by more than the seeds differ), each against the band
+    at the same fractions of the schedule, and what a run outside usually means."""
     max_steps, precision = schedule_of(history)
     val = [r for r in history if r.get("kind") == "val"]
     if max_steps is None or not val:
@@ -343,11 +352,17 @@ def judge(history: list[dict], band: Band) -> list[str]:
         )
     last = val[-1]
     bpb, bpb_side = _verdict("val", last["val_bpb"], band.val_bpb.at(last["step"] / max_steps), "bits/byte")
-    fractions, losses = train_curve(history, max_steps)
     lines.append(bpb)
     sides = [bpb_side]
-    if fractions:
-        loss, loss_side = _verdict("train loss", losses[-1], band.train_loss.at(fractions[-1]), "nats/token")
+    tail = _tail(*train_curve(history, max_steps))
+    if tail:  # the training loss over the run's last tenth, against the band's at the same points
+        shared = [(loss, band.train_loss.at(f)) for f, loss in tail]
+        shared = [(loss, interval) for loss, interval in shared if interval is not None]
+        mean_loss = statistics.mean(loss for loss, _ in shared or [(loss, None) for _, loss in tail])
+        interval = None  # the band's envelope averaged over the points both have
+        if shared:
+            interval = tuple(statistics.mean(i[side] for _, i in shared) for side in (0, 1))
+        loss, loss_side = _verdict("train loss (last tenth)", mean_loss, interval, "nats/token")
         lines.append(loss)
         sides.append(loss_side)
     if 1 in sides:

@@ -113,6 +113,26 @@ def test_judging_a_run_inside_near_and_outside_the_band():
     assert other[0] == "this run trained in fp32, the band's runs in bf16"
 
 
+def test_the_training_loss_is_judged_over_the_last_tenth_not_its_last_noisy_batches():
+    """Batch losses jump by more than seeds differ: a run whose last two log lines are high by chance, and
+    whose last tenth is like the band's, is inside."""
+    b = band()
+    run = history(100, 0.03)
+    train = [r for r in run if r["kind"] == "train"]
+    for r in train[-2:]:
+        r["loss"] += 0.15  # two unlucky batches at the end
+    for r in train[-8:-2]:
+        r["loss"] -= 0.05  # and a few lucky ones before them
+    lines = judge(run, b)
+    assert lines[1].startswith("train loss (last tenth)") and "more than the seeds" not in lines[1], lines
+    assert ABOVE not in lines and lines[-1].startswith("inside the expected band")
+    far = history(100, 0.03)
+    for r in far:
+        if r["kind"] == "train" and r["step"] >= 90:
+            r["loss"] += 0.5  # the whole last tenth high: the verdict says so
+    assert ABOVE in judge(far, b)
+
+
 def test_place_names_the_band_then_judges(tmp_path):
     found, lines = place(history(100, 0.01), {**CONFIG, "seed": 3}, KIND, [band()])
     assert found is not None and lines[0].startswith("expected band: tiny, test") and len(lines) >= 3
