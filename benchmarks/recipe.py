@@ -271,9 +271,12 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   then). So the preset keeps 1e-3 -> 1e-4 and beta2 0.95: around its rate, in these minutes, the recipe is at
   a plateau near 2.005-2.010 bits/byte for 1,500 steps, and what is left to gain on this kind is steps, not
   knobs. `make run`'s seed 1337 at a quicker hour (1,422 steps, 335 ms a step on average) reached 2.005 with
-  the preset unchanged, against 2.026 in 1,293 steps (367 ms) at round 7's hour; torch.compile, from an empty
-  cache, fitted fewer steps into the run than eager steps did, its compiling costing more than its faster
-  steps gave back (README, section Benchmarks).
+  the preset unchanged, against 2.026 in 1,293 steps (367 ms) at round 7's hour. torch.compile, from an empty
+  cache, then fitted fewer steps into the run than eager steps did: the probe compiled the copy it timed in
+  each precision and the run compiled again. Once the probe timed eager copies and only the run's model
+  compiled, once (32 s for a step 1.20x faster), the preset compiles, and its seeds at 9 minutes reached
+  2.003-2.013 in 1,443-1,558 steps against 2.001-2.025 eager (section Training): the steps that were left
+  to gain.
 - Not run yet: {not_run}.
 """
 
