@@ -201,6 +201,12 @@ def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module
     is when the compiling happens, so the note says how long it took (a budget's run pays it)."""
     rng = torch.get_rng_state()
     started = time.perf_counter()
+    if next(model.parameters()).device.type == "cpu":
+        # inductor's CPU kernels add some gradients (the embedding's) with atomic adds, whose order differs
+        # from run to run: in the deterministic mode they are ordered, at no measured cost (a `cpu` step
+        # 1.18x eager's against 1.19x), so a compiled run is reproduced bit for bit, as an eager one is. A
+        # GPU's deterministic mode needs its own settings (CUBLAS_WORKSPACE_CONFIG): not done there
+        torch.use_deterministic_algorithms(True)
     try:
         compiled = torch.compile(model)
         with precision.autocast():

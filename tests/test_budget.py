@@ -4,6 +4,7 @@ trace in what the run computes (a rerun with the recorded steps reproduces it; a
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -167,6 +168,22 @@ def test_a_compiled_budget_run_compiles_its_own_model_once_and_times_eager_copie
     assert "torch.compile on (" in start["message"] and " s to compile)" in start["message"]
     assert len(compiled) == 1, f"compiled {len(compiled)} models: the probe's copies must stay eager"
     assert set(recorded(read_checkpoint_meta(list_checkpoints(cfg.out)[-1])).step_s) == {"fp32", "bf16"}
+
+
+@pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None,
+    reason="torch.compile on CPU needs a C/C++ compiler (inductor generates C++)",
+)
+def test_a_compiled_run_is_reproduced_bit_for_bit(small_data, tmp_path):
+    """The `cpu` preset compiles, and a budget's run promises that `--max-steps` trains it again exactly:
+    inductor's CPU kernels must then add in the same order every time (gptlib.runtime.compile_or_fallback)."""
+    runs = []
+    for name in ("first", "second"):
+        cfg = tiny(small_data, tmp_path / name, compile=True, max_steps=12, precision="bf16")
+        history = train(cfg, log=None, progress=False)
+        assert "torch.compile on" in start_of(history)["message"]
+        runs.append((losses(history), [r["val_loss"] for r in history if r["kind"] == "val"]))
+    assert runs[0] == runs[1]
 
 
 def test_a_resumed_budget_run_keeps_its_plan_and_does_not_probe_again(small_data, tmp_path, monkeypatch):
