@@ -356,12 +356,12 @@ def judge(history: list[dict], band: Band) -> list[str]:
     sides = [bpb_side]
     tail = _tail(*train_curve(history, max_steps))
     if tail:  # the training loss over the run's last tenth, against the band's at the same points
-        shared = [(loss, band.train_loss.at(f)) for f, loss in tail]
-        shared = [(loss, interval) for loss, interval in shared if interval is not None]
-        mean_loss = statistics.mean(loss for loss, _ in shared or [(loss, None) for _, loss in tail])
-        interval = None  # the band's envelope averaged over the points both have
+        envelope = [(value, band.train_loss.at(f)) for f, value in tail]
+        shared = [(value, at) for value, at in envelope if at is not None]  # the points both curves have
+        mean_loss = statistics.mean(value for value, _ in shared or envelope)
+        interval = None  # the band's envelope averaged over the same points
         if shared:
-            interval = tuple(statistics.mean(i[side] for _, i in shared) for side in (0, 1))
+            interval = tuple(statistics.mean(at[side] for _, at in shared) for side in (0, 1))
         loss, loss_side = _verdict("train loss (last tenth)", mean_loss, interval, "nats/token")
         lines.append(loss)
         sides.append(loss_side)
