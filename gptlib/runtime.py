@@ -199,13 +199,14 @@ def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module
     """`torch.compile(model)`, tried on one forward and backward pass; on any failure the eager model.
     The trial's RNG draws (dropout) and gradients are undone. Returns `(module, what happened)`: the trial
     is when the compiling happens, so the note says how long it took (a budget's run pays it)."""
-    rng = torch.get_rng_state()
+    rng, deterministic = torch.get_rng_state(), torch.are_deterministic_algorithms_enabled()
     started = time.perf_counter()
     if next(model.parameters()).device.type == "cpu":
         # inductor's CPU kernels add some gradients (the embedding's) with atomic adds, whose order differs
         # from run to run: in the deterministic mode they are ordered, at no measured cost (a `cpu` step
         # 1.18x eager's against 1.19x), so a compiled run is reproduced bit for bit, as an eager one is. A
-        # GPU's deterministic mode needs its own settings (CUBLAS_WORKSPACE_CONFIG): not done there
+        # GPU's deterministic mode needs its own settings (CUBLAS_WORKSPACE_CONFIG): not done there. It stays
+        # on for the compiled module's life; `gptlib.train.train` gives the caller's setting back at its end
         torch.use_deterministic_algorithms(True)
     try:
         compiled = torch.compile(model)
@@ -214,6 +215,7 @@ def compile_or_fallback(model, sample_batch, precision) -> tuple[torch.nn.Module
         loss.backward()
         outcome = (compiled, f"torch.compile on ({time.perf_counter() - started:.0f} s to compile)")
     except Exception as e:  # compilers fail in many ways (no C compiler, unsupported op, ...)
+        torch.use_deterministic_algorithms(deterministic)  # eager needs no ordering: as the caller had it
         outcome = (
             model,
             f"torch.compile failed, running eager ({type(e).__name__}: {str(e).splitlines()[0][:120]})",

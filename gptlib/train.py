@@ -336,7 +336,7 @@ TRAIN_PRESETS = {
         # cosine's 2.068 in the search (round 7), and a budget's run can move its end while the rate holds
         # (gptlib.probe)
         "cooldown": 0.25,
-        # fused kernels: a step 1.16-1.25x faster in bf16 on the AMD EPYC, for 30-40 s of compiling from an
+        # fused kernels: a step 1.16-1.25x faster in bf16 on the AMD EPYC, for 30-42 s of compiling from an
         # empty cache (6 s from a warm one), which a budget's run pays once, inside its minutes
         "compile": True,
         "log_every": 20,
@@ -780,6 +780,7 @@ def train(
     if not cfg.shards or not cfg.tokenizer or not cfg.out:
         raise ConfigError("a run needs its shards, tokenizer and out folders (--shards, --tokenizer, --out)")
     started = time.perf_counter()  # a budget counts from here: the set-up and the probe are part of it
+    deterministic = torch.are_deterministic_algorithms_enabled()  # a compiled CPU run turns it on (runtime)
     dist = setup_distributed(cfg.device)  # one process, or this one's place in a torchrun group
     try:
         # configuration: the tokenizer and the shards, checked before the run folder is made
@@ -830,6 +831,7 @@ def train(
             )
             return records.history
     finally:
+        torch.use_deterministic_algorithms(deterministic)  # the caller's setting back
         dist.close()  # leaves the torchrun group, also when the run fails
 
 
@@ -839,7 +841,7 @@ def new_probe(
     """A few real steps of this new run timed before its first one (`gptlib.probe.measure`), in each precision
     worth timing; None when nothing depends on them (a precision asked for and no budget). Each copy is the
     run's own set-up and step, so what is timed is what will run, but eager: compiling every copy would cost
-    a compile per precision (30-40 s each from an empty cache on the AMD EPYC), and a compiled run's own
+    a compile per precision (30-42 s each from an empty cache on the AMD EPYC), and a compiled run's own
     steps, faster than the probe's, move its end while its rate holds (`gptlib.probe.Replan`)."""
     budget = cfg.budget > 0
     precisions = precisions_to_time(cfg.precision, dist.device, budget)
