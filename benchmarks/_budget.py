@@ -43,6 +43,7 @@ REFERENCE = {
     "n_embd": 256,
     "vocab_size": 4096,
     "context": 256,
+    "compile": False,  # eager, as the recorded reference times were measured
 }
 # its step time with 2 threads on a quiet machine, by CPU model name: the two kinds of this project
 REFERENCE_STEP_S = {
@@ -127,8 +128,8 @@ def planned_steps(
 ):
     """`(precision, steps)` a `--budget` run of `cfg` would plan on a quiet machine of this kind: the faster
     precision, and the steps `gptlib.probe.steps_within` fits after the probe (its warm-up and timed steps in
-    each precision, compiling when `cfg.compile`) and with validations over `val_tokens` (forward passes,
-    about a third of a step's work per batch)."""
+    each precision) and the run's one compile when `cfg.compile`, with validations over `val_tokens` (forward
+    passes, about a third of a step's work per batch)."""
     precision = min(step_s, key=lambda p: (step_s[p], p != "fp32"))  # fp32 on a tie: no autocast
     tokens_per_step = cfg.micro_batch * cfg.grad_accum * cfg.context
     eval_s = val_tokens / tokens_per_step * step_s[precision] / 3

@@ -78,7 +78,14 @@ CANDIDATES = {
 }
 XEON = "Intel(R) Xeon(R) Processor"  # the kind rounds 1-3 ran on (their records name no CPU)
 # the `cpu` preset as rounds 1-3 found it, under their candidates' changes (its rate was 2e-3 then)
-ROUNDS_1_TO_3_BASE = {"n_embd": 256, "n_head": 4, "max_lr": 2e-3, "min_lr": 2e-4, "cooldown": 1.0}
+ROUNDS_1_TO_3_BASE = {
+    "n_embd": 256,
+    "n_head": 4,
+    "max_lr": 2e-3,
+    "min_lr": 2e-4,
+    "cooldown": 1.0,
+    "compile": False,  # the preset compiles since 2026-12-02; these rounds ran eager
+}
 
 # The AMD EPYC kind (avx512_bf16, no AMX): its steps take about 1.7 times the Xeon's, so `make run`'s
 # 8 minutes buy about 1,400 steps of the `cpu` preset instead of 2,600. Round 4 asks what recipe pays in
@@ -88,7 +95,14 @@ ROUNDS_1_TO_3_BASE = {"n_embd": 256, "n_head": 4, "max_lr": 2e-3, "min_lr": 2e-4
 # the `cpu` preset as rounds 4-7 found it, under their candidates' changes (pinned: a change of the
 # preset would otherwise change what the recorded candidates mean); rounds 8-9 set round 7's cooldown in
 # their own fields
-ROUNDS_4_TO_9_BASE = {"n_embd": 256, "n_head": 4, "max_lr": 1e-3, "min_lr": 1e-4, "cooldown": 1.0}
+ROUNDS_4_TO_9_BASE = {
+    "n_embd": 256,
+    "n_head": 4,
+    "max_lr": 1e-3,
+    "min_lr": 1e-4,
+    "cooldown": 1.0,
+    "compile": False,  # the preset compiles since 2026-12-02; these rounds ran eager
+}
 AMD_CANDIDATES = {
     "a4-today": ("the cpu preset as round 4 found it (4 x 256, vocab 4096, lr 1e-3)", {}),
     "a4-lr1.5e-3": ("peak learning rate 1.5e-3 (and min 1.5e-4)", {"max_lr": 1.5e-3, "min_lr": 1.5e-4}),

@@ -133,6 +133,11 @@ def probe_cpu_preset(budget_min: float, work: Path) -> dict:
     return {"probe": probe.to_dict(), "chosen": chosen.name, "reason": chosen.reason}
 
 
+def faster_precision(step_s: dict[str, float]) -> str:
+    "The precision of the shortest step, fp32 on a tie (no autocast)."
+    return min(step_s, key=lambda p: (step_s[p], p != "fp32"))
+
+
 def peer_step_times() -> dict[str, float]:
     "The peer's iteration in fp32 (what nanoGPT runs on a CPU) and under bf16 autocast."
     data = np.asarray(open_split(corpus_data(259)[1], "train"))
@@ -251,7 +256,7 @@ def peer_at_equal_time(budget_s: float, step_s: dict[str, float], compiled: bool
     tokenizer = Tokenizer.load(tok_dir)
     train_split = open_split(shards, "train")
     data = np.asarray(train_split)
-    precision = choose_precision("cpu", min(step_s, key=lambda p: (step_s[p], p != "fp32")))
+    precision = choose_precision("cpu", faster_precision(step_s))
     run = _peer.PeerRun(tokenizer.n_vocab, data, seed)
     if compiled:
         run.compile()
@@ -530,7 +535,7 @@ def compile_table(r: dict) -> list[str]:
     md = [
         "#### torch.compile within the budget",
         "",
-        f"Each model's step eager and compiled ({r['compiled']['note']}), from an empty compile cache (a "
+        "Each model's step eager and compiled (torch.compile), from an empty compile cache (a "
         f"fresh process), the steps taking turns; the warm-up is the compile with the first 3 steps, and a "
         f"compiled run pays it out of its {r['budget_min']:g} minutes ({load_text(r)}).",
         "",
@@ -622,8 +627,7 @@ def main() -> int:
             mine = [r for r in load_records() if r["cpu"] == cpu_kind()]
             probes = [r for r in mine if r["what"] == "probe"]
             precision = probes[-1]["chosen"] if probes else "bf16"  # the precision `auto` keeps here
-            peers = [r for r in mine if r["what"] == "peer"]
-            peer_precision = peers[-1]["precision"] if peers else "fp32"
+            peer_precision = faster_precision(peer_step_times())  # as `--peer` will choose it
             figures = in_own_process(
                 compile_within_budget, args.budget_min, precision, compile_cache=work / "compile-cache"
             )

@@ -326,7 +326,9 @@ def _verdict(what: str, value: float, interval: tuple[float, float] | None, unit
     )
 
 
-TAIL = 0.1  # the training loss is judged over the last tenth of the schedule: some 8 log lines of `cpu`
+# the training loss is judged at the grid points of the last tenth of the schedule: some 8 log lines of
+# `cpu`, each point averaging those within 1/GRID of it (so from 0.875 of the schedule on)
+TAIL = 0.1
 
 
 def _tail(fractions: list[float], losses: list[float]) -> list[tuple[float, float]]:
