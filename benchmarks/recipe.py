@@ -95,14 +95,7 @@ ROUNDS_1_TO_3_BASE = {
 # the `cpu` preset as rounds 4-7 found it, under their candidates' changes (pinned: a change of the
 # preset would otherwise change what the recorded candidates mean); rounds 8-9 set round 7's cooldown in
 # their own fields
-ROUNDS_4_TO_9_BASE = {
-    "n_embd": 256,
-    "n_head": 4,
-    "max_lr": 1e-3,
-    "min_lr": 1e-4,
-    "cooldown": 1.0,
-    "compile": False,  # the preset compiles since 2026-12-02; these rounds ran eager
-}
+ROUNDS_4_TO_9_BASE = {**ROUNDS_1_TO_3_BASE, "max_lr": 1e-3, "min_lr": 1e-4}
 AMD_CANDIDATES = {
     "a4-today": ("the cpu preset as round 4 found it (4 x 256, vocab 4096, lr 1e-3)", {}),
     "a4-lr1.5e-3": ("peak learning rate 1.5e-3 (and min 1.5e-4)", {"max_lr": 1.5e-3, "min_lr": 1.5e-4}),
