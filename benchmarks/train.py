@@ -343,6 +343,11 @@ def peer_compile_within_budget(budget_min: float, precision: str) -> dict:
     return {"precision": precision, **figures}
 
 
+def compile_pays(figures: dict) -> bool:
+    "Whether compiling fits more steps into the budget than eager ones (`eager_and_compiled`'s figures)."
+    return figures["compiled"]["steps"] > figures["eager"]["steps"]
+
+
 TIMED_ROUNDS = 15  # eager and compiled steps take turns, so that a drifting host slows both alike
 
 
@@ -550,7 +555,7 @@ def compile_table(r: dict) -> list[str]:
         )
     md.append("")
     for name, _, e, c in rows:
-        pays = "pays for itself" if c["steps"] > e["steps"] else "does not pay for itself"
+        pays = "pays for itself" if compile_pays({"eager": e, "compiled": c}) else "does not pay for itself"
         md.append(f"- {name}: torch.compile {pays} ({c['steps'] - e['steps']:+,d} steps).")
     return md + [""]
 
@@ -642,7 +647,7 @@ def main() -> int:
             step_s = peer_step_times()
             compiles = [r for r in load_records() if r["what"] == "compile" and r["cpu"] == cpu_kind()]
             peer = compiles[-1].get("peer") if compiles else None
-            compiled = bool(peer) and peer["compiled"]["steps"] > peer["eager"]["steps"]
+            compiled = bool(peer) and compile_pays(peer)
             record = in_own_process(
                 peer_at_equal_time,
                 args.budget_min * 60,
