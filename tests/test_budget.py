@@ -103,6 +103,28 @@ def test_what_is_timed_depends_on_what_must_be_decided(monkeypatch):
     assert precisions_to_time("bf16", "cpu", budget=False) == ("bf16", "fp32")
 
 
+def test_a_precision_far_slower_in_its_first_step_is_timed_no_further(monkeypatch):
+    """A CPU without bf16 units runs bf16 steps some 35 times slower than fp32's: timing its warm-up and
+    rounds in full would spend a budget's minute. Its first step decides; the other is timed in full."""
+    clock, calls = [0.0], {"fp32": 0, "bf16": 0}
+
+    def step(name: str, seconds: float):
+        def run() -> None:
+            calls[name] += 1
+            clock[0] += seconds
+
+        return run
+
+    monkeypatch.setattr(gptlib.probe.time, "perf_counter", lambda: clock[0])
+    times = gptlib.probe.time_steps({"fp32": step("fp32", 0.5), "bf16": step("bf16", 20.0)})
+    assert times == {"fp32": 0.5, "bf16": 20.0} and list(times) == ["fp32", "bf16"]
+    assert calls == {"fp32": gptlib.probe.WARMUP_STEPS + gptlib.probe.TIMED_STEPS, "bf16": 1}
+    # a precision only somewhat slower (a first step with its own warm-up in it) is timed in full
+    calls.update(fp32=0, bf16=0)
+    times = gptlib.probe.time_steps({"fp32": step("fp32", 0.5), "bf16": step("bf16", 1.5)})
+    assert times == {"fp32": 0.5, "bf16": 1.5} and calls["bf16"] == calls["fp32"] > 2
+
+
 def test_the_budget_is_a_flag_of_train_start_and_of_run():
     cfg = config_from_args(["--budget", "8", "--shards", "s", "--tokenizer", "t", "--out", "o"])
     assert cfg.budget == 8.0 and cfg.max_steps == TrainConfig.preset("tiny").max_steps
