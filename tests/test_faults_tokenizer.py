@@ -385,7 +385,9 @@ CTRL_C = {
     "while the workers wait for work": """
         import time
         import gptlib.bpe_backends as backends
-        backends._count_batch = lambda texts, *args: ([], [])  # the helpers finish at once, then wait
+        def count_nothing(texts, *args):  # module-level: a pool pickles it by name (a lambda it cannot)
+            return [], []
+        backends._count_batch = count_nothing  # the helpers finish at once, then wait
         real_share = backends.share_batches
         def share_then_ctrl_c(batches, helper, args, *, here, **kwargs):
             def here_then_ctrl_c(item):
@@ -404,7 +406,10 @@ CTRL_C = {
 def _ctrl_c(tmp_path, moment: str, *argv: str, env: dict | None = None) -> tuple[int, str]:
     """Run the command line in a session of its own, with a Ctrl-C to its process group at `moment` (and a
     default of 3 workers: `run` trains its tokenizer with the default number); its exit status and stderr."""
-    patch = "import os, signal\nimport gptlib.workers\ngptlib.workers.default_workers = lambda: 3\n"
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal's foreground command: a shell that started pytest in
+    # the background (`make test &`) leaves SIGINT ignored in every child, and Python then never raises it
+    patch = "import os, signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    patch += "import gptlib.workers\ngptlib.workers.default_workers = lambda: 3\n"
     patch += "once = os.environ['CTRL_C_ONCE']\n" + textwrap.dedent(CTRL_C[moment])
     code = patch + f"\nfrom gptlib.cli import main\nraise SystemExit(main({list(argv)!r}))\n"
     env = {
