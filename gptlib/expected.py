@@ -318,12 +318,22 @@ def _verdict(what: str, value: float, interval: tuple[float, float] | None, unit
         return f"{where}: inside", 0
     gap = value - high if value > high else low - value
     side = "above" if value > high else "below"
+    gap_s, spread_s = _distinct(gap, spread)
     if gap <= spread:
-        return f"{where}: just {side} ({gap:.3f}, within the seeds' own spread: seed-to-seed noise)", 0
+        return f"{where}: just {side} ({gap_s}, within the seeds' own spread: seed-to-seed noise)", 0
     return (
-        f"{where}: {side} by {gap:.3f}, more than the seeds spread ({spread:.3f})",
+        f"{where}: {side} by {gap_s}, more than the seeds spread ({spread_s})",
         1 if side == "above" else -1,
     )
+
+
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    "`a` and `b` with 3 decimals, or with as many more (up to 5) as it takes for different values to differ."
+    for digits in (3, 4, 5):
+        shown = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if shown[0] != shown[1] or a == b:
+            break
+    return shown
 
 
 # the training loss is judged at the grid points of the last tenth of the schedule: some 8 log lines of

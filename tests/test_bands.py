@@ -14,6 +14,7 @@ from gptlib.expected import (
     ABOVE,
     BANDS,
     Curve,
+    _verdict,
     band_for,
     cpu_kind,
     judge,
@@ -111,6 +112,14 @@ def test_judging_a_run_inside_near_and_outside_the_band():
     assert short[0].startswith("this run had 60 steps") and "inside" in short[1]
     other = judge(history(100, 0.03, precision="fp32"), b)
     assert other[0] == "this run trained in fp32, the band's runs in bf16"
+
+
+def test_a_gap_and_a_spread_that_differ_never_print_alike():
+    # 06's stored run: 0.0101 below a band whose seeds spread 0.0097 ("below by 0.010, more than ... (0.010)")
+    line, where = _verdict("val", 1.9929, (2.0030, 2.0127), "bits/byte")
+    assert where == -1 and "below by 0.0101, more than the seeds spread (0.0097)" in line, line
+    line, where = _verdict("val", 2.0327, (2.0030, 2.0127), "bits/byte")
+    assert where == 1 and "above by 0.020, more than the seeds spread (0.010)" in line, line
 
 
 def test_the_training_loss_is_judged_over_the_last_tenth_not_its_last_noisy_batches():
