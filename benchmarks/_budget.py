@@ -45,13 +45,15 @@ REFERENCE = {
     "context": 256,
     "compile": False,  # eager, as the recorded reference times were measured
 }
-# its step time with 2 threads on a quiet machine, by CPU model name: the two kinds of this project
-REFERENCE_STEP_S = {
-    "Intel(R) Xeon(R) Processor": 0.2034,  # amx_bf16 (load average 1.0)
-    # avx512_bf16, no AMX: the median of the probes of the four 8-minute runs of 2026-12-01 (246-351 ms a
-    # step; the same machine timed 0.39-0.40 s at another hour): round 4's 0.333 had dropout 0.1 in it
-    "AMD EPYC": 0.300,
-}
+# its step time with 2 threads on a quiet machine, by CPU kind: (model name, the bf16 unit that kind has,
+# seconds). A model name alone does not say the kind: "AMD EPYC" names a Zen 4 with avx512_bf16 and a Zen 2
+# with avx2 only, whose bf16 steps are some 35 times slower than fp32's
+REFERENCE_STEP_S = [
+    ("Intel(R) Xeon(R) Processor", "amx_bf16", 0.2034),  # load average 1.0
+    # no AMX: the median of the probes of the four 8-minute runs of 2026-12-01 (246-351 ms a step; the same
+    # machine timed 0.39-0.40 s at another hour): round 4's 0.333 had dropout 0.1 in it
+    ("AMD EPYC", "avx512_bf16", 0.300),
+]
 SAVE_S = 0.3  # a checkpoint of a model of a few million parameters, written and hashed
 
 
@@ -93,8 +95,16 @@ def _step_function(cfg: TrainConfig, precision: str):
 
 
 def reference_step_s() -> float:
-    "The reference step's quiet 2-thread time on this CPU kind (KeyError: measure it first, see train.py)."
-    return REFERENCE_STEP_S[cpu_kind()["model"]]
+    "The reference step's quiet 2-thread time on this CPU kind; a kind without one is refused."
+    kind = cpu_kind()
+    for model, unit, seconds in REFERENCE_STEP_S:
+        if kind["model"] == model and unit in kind["features"]:
+            return seconds
+    raise SystemExit(
+        f"error: no reference step for this CPU kind ({kind['model']}, units {kind['features'] or 'none'}): "
+        "time the reference step on a quiet machine of this kind and add it to REFERENCE_STEP_S, "
+        "with rounds of candidates of its own"
+    )
 
 
 def probe_step_seconds(cfg: TrainConfig, steps: int = 30) -> tuple[dict[str, float], float]:

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _budget import corpus_data, train_for_budget  # noqa: E402
+from _budget import corpus_data, reference_step_s, train_for_budget  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
 
 from gptlib.expected import cpu_kind  # noqa: E402
@@ -307,6 +307,7 @@ def main() -> int:
     kind = cpu_kind()["model"]
     runs = load_runs()
     if not args.table_only:
+        reference_step_s()  # refuses a CPU kind whose rounds these are not (the records name a model only)
         for name in args.only or candidates(kind):
             if (kind, name) in runs:
                 continue
