@@ -117,12 +117,18 @@ def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
     return (choose_precision(device, requested).name,) if budget else ()
 
 
-def time_steps(steps: dict) -> dict[str, float]:
+def time_steps(steps: dict, most=None) -> dict[str, float]:
     """Seconds per call of each of `steps` (precision -> a function running one optimizer step): the
     median of up to TIMED_STEPS rounds, after WARMUP_STEPS untimed ones. The precisions take turns
     within each round, so that other work on a shared machine slows them alike. A precision whose first
-    step took HOPELESS times the fastest first step stops there: its time is that step's."""
-    first = {name: _timed(run_step) for name, run_step in steps.items()}
+    step took HOPELESS times the fastest first step stops there: its time is that step's.
+
+    In a torchrun group each step is a collective (DDP averages the gradients), so every rank must call
+    each step as often as the others, or one would wait for the rest forever: `most(values)` gives each of
+    `values` at its largest over the ranks (`_most_on_every_rank`; None: one process), and the two choices
+    that depend on a clock, which precisions are hopeless and when the rounds stop, are made on those."""
+    most = most or (lambda values: values)
+    first = dict(zip(steps, most([_timed(run_step) for run_step in steps.values()])))
     hopeless = {name: s for name, s in first.items() if s > HOPELESS * min(first.values())}
     started = time.perf_counter()  # MAX_TIMING_S counts the steps still to time
     timed = {name: run_step for name, run_step in steps.items() if name not in hopeless}
@@ -133,7 +139,7 @@ def time_steps(steps: dict) -> dict[str, float]:
     for rounds in range(1, TIMED_STEPS + 1):
         for name, run_step in timed.items():
             times[name].append(_timed(run_step))
-        if rounds >= 2 and time.perf_counter() - started > MAX_TIMING_S:
+        if rounds >= 2 and most([time.perf_counter() - started])[0] > MAX_TIMING_S:
             break
     return {name: hopeless[name] if name in hopeless else statistics.median(times[name]) for name in steps}
 
@@ -163,7 +169,7 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
         try:
             batches = {name: iter(training.loader) for name, training in trials.items()}
             steps = {name: _finished(device, step, t, batches[name]) for name, t in trials.items()}
-            step_s = time_steps(steps)
+            step_s = time_steps(steps, most=lambda values: _most_on_every_rank(dist, values))
             step_s = _same_on_every_rank(dist, step_s)
             eval_s = save_s = 0.0
             if budget:
@@ -381,12 +387,18 @@ class Replan:
 
 
 def _most_on_any_rank(dist, seconds: float) -> float:
-    "The largest of every rank's `seconds` (gloo has no max: each rank sums its share into its own slot)."
+    "The largest of every rank's `seconds`."
+    return _most_on_every_rank(dist, [seconds])[0]
+
+
+def _most_on_every_rank(dist, values: list[float]) -> list[float]:
+    """Each of `values` at its largest over the ranks (gloo has no max: each rank sums its own into its
+    row, and the rows' maximum is taken)."""
     if dist.world_size == 1:
-        return seconds
-    shares = torch.zeros(dist.world_size, dtype=torch.float64)
-    shares[dist.rank] = seconds
-    return float(dist.all_reduce_sum(shares.to(dist.device)).max())
+        return list(values)
+    shares = torch.zeros(dist.world_size, len(values), dtype=torch.float64)
+    shares[dist.rank] = torch.tensor(values, dtype=torch.float64)
+    return dist.all_reduce_sum(shares.to(dist.device)).max(dim=0).values.tolist()
 
 
 def resumed_config(cfg, meta: dict):

@@ -125,6 +125,54 @@ def test_a_precision_far_slower_in_its_first_step_is_timed_no_further(monkeypatc
     assert times == {"fp32": 0.5, "bf16": 1.5} and calls["bf16"] == calls["fp32"] > 2
 
 
+def test_every_rank_times_as_many_steps_as_the_others(monkeypatch):
+    """In a torchrun group each timed step is a collective: a rank that found bf16 hopeless, or ran out of
+    timing time, while another did not would leave the other waiting in its next step. Two ranks whose
+    clocks disagree on both choices (rank 0: bf16's first step 6x fp32's, and slow rounds; rank 1: 3x, and
+    fast ones) share their times first and call each step as often as each other."""
+    import threading
+
+    clocks = threading.local()
+    barrier = threading.Barrier(2, timeout=10)  # a rank left waiting breaks it: the test fails, never hangs
+    shared: list = [None, None]
+    calls = [{"fp32": 0, "bf16": 0}, {"fp32": 0, "bf16": 0}]
+
+    def most_for(rank: int):
+        def most(values):  # the all-reduce: every rank's values, then the largest of each
+            shared[rank] = list(values)
+            barrier.wait()
+            largest = [max(pair) for pair in zip(*shared)]
+            barrier.wait()
+            return largest
+
+        return most
+
+    def rank_times(rank: int, seconds: dict[str, float], out: list):
+        clocks.now = 0.0
+
+        def step(name: str):
+            def run() -> None:
+                calls[rank][name] += 1
+                clocks.now += seconds[name]
+
+            return run
+
+        out[rank] = gptlib.probe.time_steps({n: step(n) for n in seconds}, most=most_for(rank))
+
+    monkeypatch.setattr(gptlib.probe.time, "perf_counter", lambda: clocks.now)
+    results: list = [None, None]
+    ranks = [
+        threading.Thread(target=rank_times, args=(0, {"fp32": 8.0, "bf16": 48.0}, results)),
+        threading.Thread(target=rank_times, args=(1, {"fp32": 1.0, "bf16": 3.0}, results)),
+    ]
+    for thread in ranks:
+        thread.start()
+    for thread in ranks:
+        thread.join(timeout=30)
+    assert not barrier.broken and calls[0] == calls[1], calls
+    assert calls[0]["bf16"] == 1  # the largest first steps: 48 s against 8 s, hopeless on both ranks
+
+
 def test_the_budget_is_a_flag_of_train_start_and_of_run():
     cfg = config_from_args(["--budget", "8", "--shards", "s", "--tokenizer", "t", "--out", "o"])
     assert cfg.budget == 8.0 and cfg.max_steps == TrainConfig.preset("tiny").max_steps
@@ -383,7 +431,7 @@ def test_a_budget_run_whose_probe_was_wrong_moves_its_end_and_equals_a_rerun_of_
     [({"fp32": 0.30, "bf16": 0.10}, "bf16"), ({"fp32": 0.10, "bf16": 0.095}, "fp32")],
 )
 def test_auto_keeps_the_faster_timed_step_and_says_so(small_data, tmp_path, monkeypatch, times, expected):
-    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: dict(times))
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps, most: dict(times))
     cfg = tiny(small_data, tmp_path / "run", precision="auto", max_steps=4)
     history = train(cfg, log=None, progress=False)
     start = start_of(history)
@@ -399,7 +447,7 @@ def test_fp16_on_a_cpu_without_fp16_units_is_warned_with_its_measured_cost(small
 
     monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ())
     monkeypatch.setattr(gptlib.optim, "cpu_features", lambda *a: ())
-    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp16": 2.1, "fp32": 0.1})
+    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps, most: {"fp16": 2.1, "fp32": 0.1})
     history = train(
         tiny(small_data, tmp_path / "run", precision="fp16", max_steps=2), log=None, progress=False
     )

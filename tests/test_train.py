@@ -482,7 +482,9 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
     the measurement comes out otherwise (a busy machine), or it would not continue the run exactly."""
     import gptlib.probe
 
-    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp32": 0.3, "bf16": 0.1})  # bf16 fast
+    monkeypatch.setattr(
+        gptlib.probe, "time_steps", lambda steps, most: {"fp32": 0.3, "bf16": 0.1}
+    )  # bf16 fast
     cfg = tiny(small_data, tmp_path / "run", precision="auto")
     first = train(cfg, until_step=4, log=None, progress=False)
     meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
@@ -491,7 +493,9 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
         run_precision(cfg, meta) == "bf16" and run_precision(replace(cfg, precision="fp32"), meta) == "fp32"
     )
     assert run_precision(cfg, None) == "auto"
-    monkeypatch.setattr(gptlib.probe, "time_steps", lambda steps: {"fp32": 0.1, "bf16": 0.3})  # now slow
+    monkeypatch.setattr(
+        gptlib.probe, "time_steps", lambda steps, most: {"fp32": 0.1, "bf16": 0.3}
+    )  # now slow
     second = train(cfg, log=None, progress=False)
     started = [r["message"] for r in second if r["kind"] == "event" and "resuming" in r["message"]]
     assert started and "bf16" in started[0], started
