@@ -318,12 +318,12 @@ def test_a_second_ctrl_c_during_the_probe_stops_at_once_and_the_same_command_the
         import os, signal, time
         import gptlib.probe as probe
         real_time_steps = probe.time_steps
-        def twice_then_time(steps):  # Ctrl-C twice while the probe times its first steps
+        def twice_then_time(steps, most):  # Ctrl-C twice while the probe times its first steps
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.2)
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(30)  # never reached: the second raises
-            return real_time_steps(steps)
+            return real_time_steps(steps, most)
         probe.time_steps = twice_then_time
     """
     interrupted = with_patch(patch, "train", "start", *args)
