@@ -107,6 +107,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.optim.cpu_features': ('optim.html#cpu_features', 'gptlib/optim.py'),
                               'gptlib.optim.datasheet_peak_flops': ('optim.html#datasheet_peak_flops', 'gptlib/optim.py'),
                               'gptlib.optim.fused_adamw_available': ('optim.html#fused_adamw_available', 'gptlib/optim.py'),
+                              'gptlib.optim.has_units': ('optim.html#has_units', 'gptlib/optim.py'),
                               'gptlib.optim.lr_at': ('optim.html#lr_at', 'gptlib/optim.py'),
                               'gptlib.optim.make_adamw': ('optim.html#make_adamw', 'gptlib/optim.py'),
                               'gptlib.optim.measure_matmul_flops': ('optim.html#measure_matmul_flops', 'gptlib/optim.py'),

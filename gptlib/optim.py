@@ -16,6 +16,7 @@ written out (torch's fused AdamW computes the same update), `clip_grad_norm`
 
 # %% auto #0
 __all__ = [
+    "CPU_UNITS",
     "CPU_FEATURES",
     "PRECISIONS",
     "STEP_TIME_NOISE",
@@ -23,6 +24,7 @@ __all__ = [
     "param_groups",
     "lr_at",
     "cpu_features",
+    "has_units",
     "measure_matmul_flops",
     "mfu",
     "check_partition",
@@ -103,7 +105,8 @@ _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # None:
 # The CPU flags that put hardware behind a 16-bit format: AMX tiles are matrix units (Intel Xeon from
 # Sapphire Rapids on), the AVX-512 ones dot-product instructions (bf16: AMD Zen 4 on, Intel Cooper Lake on;
 # fp16: Sapphire Rapids on). Without any of them oneDNN converts to fp32 and computes there: slower than fp32.
-CPU_FEATURES = ("amx_bf16", "avx512_bf16", "amx_fp16", "avx512_fp16")
+CPU_UNITS = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}
+CPU_FEATURES = (*CPU_UNITS["bf16"], *CPU_UNITS["fp16"])
 
 
 def cpu_features(cpuinfo: str | None = None) -> tuple[str, ...]:
@@ -120,6 +123,11 @@ def cpu_features(cpuinfo: str | None = None) -> tuple[str, ...]:
         if key.strip() == "flags":  # one such line per core, all the same
             flags.update(value.split())
     return tuple(feature for feature in CPU_FEATURES if feature in flags)
+
+
+def has_units(precision: str, features) -> bool:
+    "Whether a CPU with `features` (as `cpu_features` names them) has hardware for `precision`, bf16 or fp16."
+    return bool(set(CPU_UNITS[precision]) & set(features))
 
 
 # %% ../notebooks/05_optim.ipynb #optim-032
@@ -209,7 +217,6 @@ def make_adamw(
 
 # %% ../notebooks/05_optim.ipynb #optim-029f
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what a run may ask for; `auto` lets choose_precision decide
-_UNITS = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}  # the features per format
 STEP_TIME_NOISE = 0.1  # a few timed steps on a shared machine vary by several percent: a gain must beat that
 
 
@@ -298,7 +305,7 @@ def _cpu_precision(requested: str, features: tuple[str, ...], step_seconds) -> P
         ", with a loss scaler" if requested == "fp16" else ""
     )
     # asked for, it runs (fp16 on a CPU exercises the scaler); without units for it the log says it is slow
-    if not any(unit in features for unit in _UNITS[requested]):
+    if not has_units(requested, features):
         reason += f"; warning: this CPU has no {requested} units ({has}), so it runs slowly"
         times = _checked_times(step_seconds) if step_seconds is not None else {}
         if requested in times and "fp32" in times:  # the measured cost, when the caller timed both

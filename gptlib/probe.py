@@ -39,7 +39,7 @@ import torch
 
 from .errors import ConfigError
 from .files import temporary_name
-from .optim import choose_precision, cpu_features
+from .optim import choose_precision, cpu_features, has_units
 from .run_folder import save_checkpoint
 
 __all__ = [
@@ -108,8 +108,7 @@ def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
     if device.type == "cpu":
         if requested == "auto":  # the choice itself: bf16 pays only where its steps are faster here
             return ("fp32", "bf16")
-        units = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}
-        if requested in units and not set(units[requested]) & set(cpu_features()):
+        if requested in ("bf16", "fp16") and not has_units(requested, cpu_features()):
             # no hardware for it: oneDNN converts to fp32 and back; the warning gives the measured cost
             return (requested, "fp32")
         return (requested,) if budget else ()

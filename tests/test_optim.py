@@ -16,6 +16,7 @@ from gptlib.optim import (
     choose_precision,
     cpu_features,
     datasheet_peak_flops,
+    has_units,
     lr_at,
     make_adamw,
     measure_matmul_flops,
@@ -210,6 +211,12 @@ def test_cpu_features_come_from_the_flags_line():
     assert set(cpu_features()) <= {"amx_bf16", "avx512_bf16", "amx_fp16", "avx512_fp16"}  # this machine's
 
 
+def test_units_are_named_per_format():
+    assert has_units("bf16", ("avx512_bf16",)) and has_units("bf16", ("amx_bf16", "avx512_fp16"))
+    assert not has_units("fp16", ("amx_bf16", "avx512_bf16")) and has_units("fp16", ("avx512_fp16",))
+    assert not has_units("bf16", ())
+
+
 def test_auto_on_a_cpu_without_step_times_follows_the_matmul_speedup(monkeypatch):
     "The fallback training uses until it times its own steps: the same decision as before, bf16 at 1.3x."
     import gptlib.optim as optim
@@ -222,11 +229,11 @@ def test_auto_on_a_cpu_without_step_times_follows_the_matmul_speedup(monkeypatch
 
 
 def test_the_bf16_speedup_is_measured_and_plausible():
-    from gptlib.optim import _UNITS, cpu_bf16_speedup, cpu_features
+    from gptlib.optim import cpu_bf16_speedup
 
     speedup = cpu_bf16_speedup()
     assert 0 < speedup < 50
-    if set(_UNITS["bf16"]) & set(cpu_features()):
+    if has_units("bf16", cpu_features()):
         assert speedup > 0.5  # bf16 units: 2.2x (AMD EPYC Zen 4) to 5.8x (Xeon with AMX) at 512 x 512
     else:
         assert speedup < 1.3  # none: converted to fp32 and back (AMD EPYC Zen 2: 0.016x), `auto` keeps fp32
