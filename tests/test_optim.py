@@ -234,7 +234,9 @@ def test_the_bf16_speedup_is_measured_and_plausible():
     speedup = cpu_bf16_speedup()
     assert 0 < speedup < 50
     if has_units("bf16", cpu_features()):
-        assert speedup > 0.5  # bf16 units: 2.2x (AMD EPYC Zen 4) to 5.8x (Xeon with AMX) at 512 x 512
+        # bf16 units at 512 x 512: 0.59x (an Intel Xeon whose AMX its hypervisor hides: avx512_bf16 alone),
+        # 2.2x (AMD EPYC Zen 4), 5.8x (Xeon with AMX)
+        assert speedup > 0.25
     else:
         assert speedup < 1.3  # none: converted to fp32 and back (AMD EPYC Zen 2: 0.016x), `auto` keeps fp32
 
