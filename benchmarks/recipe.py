@@ -165,6 +165,26 @@ AMD_CANDIDATES = {
     ),
 }
 
+# Candidates run as `make run` runs the preset (`benchmarks/train.py --candidate NAME`): the pipeline with its
+# budget, both threads, seed 1337, the probe and the run's own steps setting the end, its fields over the
+# `cpu` preset as it is now (not over a pinned base: the run is `make run` with these fields changed). No
+# thread-count arithmetic flatters a narrow model here; each is one run, so a gain must beat the preset's
+# own seed spread to count.
+# Round 10, on an Intel Xeon whose AMX is hidden (avx512_bf16 and avx512_fp16 only: bf16 steps 1.4x slower
+# than fp32, so `auto` trains in fp32, 1,300-1,400 steps of the preset in 9 minutes, 0.7 tokens per
+# parameter): the narrow models of rounds 5-6, now under the held schedule, at the rate that scales as
+# 1 / width (Yang et al. 2022)
+MAKE_RUN_CANDIDATES = {
+    "m10-w192-lr2e-3": (
+        "4 x 192 (3 heads of 64) at peak learning rate 2e-3",
+        {"n_embd": 192, "n_head": 3, "max_lr": 2e-3, "min_lr": 2e-4},
+    ),
+    "m10-w128-lr3e-3": (
+        "4 x 128 (4 heads of 32) at peak learning rate 3e-3",
+        {"n_embd": 128, "max_lr": 3e-3, "min_lr": 3e-4},
+    ),
+}
+
 
 FINDINGS = """What the table says, and what became the `cpu` preset:
 

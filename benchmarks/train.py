@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer  # noqa: E402
 from _budget import corpus_data  # noqa: E402
 from _results import machine_line, write_section  # noqa: E402
+from recipe import MAKE_RUN_CANDIDATES  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import open_split  # noqa: E402
@@ -186,16 +187,19 @@ def make_run(budget_min: float, work: Path) -> dict:
     }
 
 
-def band_seed(seed: int, budget_min: float, work: Path) -> dict:
+def band_seed(seed: int, budget_min: float, work: Path, fields: dict | None = None) -> dict:
     """`make run`'s pipeline with another seed (the rest exactly as `make run`), in a process of its own with
-    an empty compile cache: each seed compiles as a first `make run` does, none on the last one's kernels."""
-    return in_own_process(_band_seed_here, seed, budget_min, work, compile_cache=work / "compile-cache")
+    an empty compile cache: each seed compiles as a first `make run` does, none on the last one's kernels.
+    `fields`: TrainConfig fields over the `cpu` preset (a recipe candidate run as `make run` runs)."""
+    return in_own_process(
+        _band_seed_here, seed, budget_min, work, fields or {}, compile_cache=work / "compile-cache"
+    )
 
 
-def _band_seed_here(seed: int, budget_min: float, work: Path) -> dict:
+def _band_seed_here(seed: int, budget_min: float, work: Path, fields: dict) -> dict:
     started = time.perf_counter()
     summary = run_pipeline(
-        "cpu", root=work, overrides={"budget": budget_min, "seed": seed}, log=None, progress=False
+        "cpu", root=work, overrides={**fields, "budget": budget_min, "seed": seed}, log=None, progress=False
     )
     run = Path(summary["run"])
     return {
@@ -560,6 +564,41 @@ def compile_table(r: dict) -> list[str]:
     return md + [""]
 
 
+def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
+    "Recipe candidates run as `make run` (seed 1337), beside the preset's own seeds on this CPU kind."
+    md = [
+        "#### Recipe candidates run as `make run` runs the preset",
+        "",
+        "Each is `make run`'s pipeline (`--candidate`, seed 1337, the same budget, both threads, its own "
+        "process) with the fields of a `benchmarks/recipe.py` candidate over the `cpu` preset; the preset's "
+        "own seeds above are the yardstick: a candidate must beat their spread to count.",
+        "",
+        "| candidate | what changes | params | steps | precision | whole command | val bits/byte "
+        "| known words | known speakers | load |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in candidates:
+        start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
+        params = GPT(TrainConfig.from_dict(r["config"]).model_config()).num_params(non_embedding=False)
+        speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
+        md.append(
+            f"| {r['name']} | {r.get('why') or r.get('note', '')} | {params / 1e6:.2f} M | "
+            f"{start['max_steps']:,d} | {start['precision']} | {r['wall_s'] / 60:.1f} min | "
+            f"**{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | {load_text(r)} |"
+        )
+    if runs:
+        bpb, best = [r["val_bpb"] for r in runs], min(candidates, key=lambda r: r["val_bpb"])
+        spread, gain = max(bpb) - min(bpb), min(bpb) - best["val_bpb"]
+        verdict = "more" if gain > spread else "no more"
+        md += [
+            "",
+            f"The preset's seeds here: {min(bpb):.3f}-{max(bpb):.3f} (spread {spread:.3f}). The best "
+            f"candidate, {best['name']} ({best['val_bpb']:.3f}), gains {gain:+.3f} on the preset's best "
+            f"seed: {verdict} than that spread.",
+        ]
+    return md + [""]
+
+
 def band_lines(runs: list[dict]) -> list[str]:
     bpb = [r["val_bpb"] for r in runs]
     return [
@@ -597,6 +636,11 @@ def section(records: list[dict]) -> str:
             md += compile_table(compiled[-1])
         if len(runs) >= 3:
             md += band_lines(runs)
+        # a candidate is compared with the band's seeds under the same budget only
+        budget = runs[-1]["budget_min"] if runs else None
+        candidates = [r for r in mine if r["what"] == "candidate-make-run" and r["budget_min"] == budget]
+        if candidates:
+            md += candidate_table(candidates, runs)
     return "\n".join(md)
 
 
@@ -609,6 +653,13 @@ def main() -> int:
     parser.add_argument("--bands", action="store_true", help="write this CPU kind's band from its seeds")
     parser.add_argument("--peer", action="store_true", help="the character recipe at equal wall time")
     parser.add_argument("--compile", action="store_true", help="torch.compile within the budget")
+    parser.add_argument(
+        "--candidate",
+        nargs="*",
+        default=[],
+        choices=sorted(MAKE_RUN_CANDIDATES),
+        help="recipe candidates (benchmarks/recipe.py) run as make run runs the preset, seed 1337",
+    )
     args = parser.parse_args()
     threads = use_every_core()
     print(f"{machine_line()} {threads} threads, load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -628,6 +679,12 @@ def main() -> int:
             record = append("band-seed", band_seed(seed, args.budget_min, work / f"seed-{seed}"))
             print(seed, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
             shutil.rmtree(work / f"seed-{seed}", ignore_errors=True)
+        for name in args.candidate:
+            why, fields = MAKE_RUN_CANDIDATES[name]
+            record = band_seed(1337, args.budget_min, work / name, fields)
+            record = append("candidate-make-run", {"name": name, "why": why, "fields": fields, **record})
+            print(name, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
+            shutil.rmtree(work / name, ignore_errors=True)
         if args.compile:
             mine = [r for r in load_records() if r["cpu"] == cpu_kind()]
             probes = [r for r in mine if r["what"] == "probe"]
