@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 # run times a few real steps and trains as many as fit (gptlib.probe). Within 10 minutes after set-up, 9 minutes
 # of the run's set-up, probe and training leave room for the corpus, tokenizer, shards, samples and plots (with
 # the probe, 20-30 s outside the training loop on the AMD EPYC) and for a decay slower than the steps the run
-# last measured (its end is fixed once the decay begins): 9.1-9.3 minutes in all there, 9.5-9.7 on an AMD EPYC
+# last measured (its end is fixed once the decay begins): 9.0-9.3 minutes in all there, 9.5-9.7 on an AMD EPYC
 # Zen 2 (avx2 only, fp32), 9.0-9.3 on an Intel Xeon whose AMX is hidden (fp32; benchmarks/RESULTS.md).
 RUN_BUDGET ?= 9
 run: $(STAMP)

@@ -8,9 +8,11 @@ Each trains for the steps the same wall-time budget (`--budget-s`, default 8 min
 minutes, so the rounds keep theirs) gives it on a quiet machine of this CPU kind, on the same 40 plays, and
 is scored on the whole of the 2 held-out plays (bits per byte, every window) at its best validation, plus
 the sample quality of that checkpoint over 3 seeds (see benchmarks/_budget.py for how the budget becomes a
-number of steps: the arithmetic of `gptlib.probe`). The step time differs between the project's two CPU
-kinds (an Intel Xeon with AMX, an AMD EPYC without), so each kind has its own rounds and its own table: a
-recipe that wins on one may lose on the other, where the same minutes buy fewer steps. Candidates stay
+number of steps: the arithmetic of `gptlib.probe`). The step time differs between the project's CPU kinds
+(an Intel Xeon with AMX, AMD EPYCs without), so each kind has its own rounds and its own table: a recipe that
+wins on one may lose on the other, where the same minutes buy fewer steps. `MAKE_RUN_CANDIDATES` are the
+finalists' kind of run: each trained as `make run` trains the preset, by `benchmarks/train.py --candidate`
+(records in train_runs.jsonl, their table in the `train` section). Candidates stay
 inside the original design: sinusoidal positions, pre-norm blocks, AdamW, the same code path as `gpt-25m`.
 
 Rank finalists with both threads, one at a time: one thread flatters a narrow model, whose step gains less
@@ -165,15 +167,16 @@ AMD_CANDIDATES = {
     ),
 }
 
-# Candidates run as `make run` runs the preset (`benchmarks/train.py --candidate NAME`): the pipeline with its
-# budget, both threads, seed 1337, the probe and the run's own steps setting the end, its fields over the
-# `cpu` preset as it is now (not over a pinned base: the run is `make run` with these fields changed). No
-# thread-count arithmetic flatters a narrow model here; each is one run, so a gain must beat the preset's
-# own seed spread to count.
+# Candidates run as `make run` runs the preset ("m": `make run`; `benchmarks/train.py --candidate NAME`, its
+# records and table there): the pipeline with its budget, every thread, seed 1337, the probe and the run's
+# own steps setting the end, its fields over the `cpu` preset as it is now (not over a pinned base: the run
+# is `make run` with these fields changed). No thread-count arithmetic flatters a narrow model here; each is
+# one run, so a gain must beat the preset's own seed spread to count.
 # Round 10, on an Intel Xeon whose AMX is hidden (avx512_bf16 and avx512_fp16 only: bf16 steps 1.4x slower
-# than fp32, so `auto` trains in fp32, 1,300-1,400 steps of the preset in 9 minutes, 0.7 tokens per
-# parameter): the narrow models of rounds 5-6, now under the held schedule, at the rate that scales as
-# 1 / width (Yang et al. 2022)
+# than fp32, so `auto` trains in fp32, 1,200-1,400 steps of the preset in 9 minutes, 0.6-0.7 tokens per
+# parameter): the narrow models of rounds 5-6, now under the held schedule, at their rates of rounds 5-6
+# (width and rate change together: 2e-3 at 192 and 3e-3 at 128 scale as 1 / width between themselves, Yang
+# et al. 2022, but the preset's 1e-3 at 256 is below that line)
 MAKE_RUN_CANDIDATES = {
     "m10-w192-lr2e-3": (
         "4 x 192 (3 heads of 64) at peak learning rate 2e-3",

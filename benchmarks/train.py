@@ -1,8 +1,9 @@
 """Training on this CPU: the probe's bf16 and fp32 steps, `make run` within its budget, its expected band,
-torch.compile inside the budget, and the `cpu` preset against nanoGPT's character recipe at equal wall time.
+torch.compile inside the budget, the `cpu` preset against nanoGPT's character recipe at equal wall time, and
+recipe candidates run as `make run` runs the preset.
 
     .venv/bin/python benchmarks/train.py [--probe] [--make-run] [--band-seeds 1338 1339] [--bands]
-                                         [--peer] [--compile] [--budget-min 9]
+                                         [--peer] [--compile] [--candidate NAME ...] [--budget-min 9]
 
 Run it on a quiet machine (load average under 0.5) with every thread of the machine (OMP_NUM_THREADS unset:
 torch then uses all cores, as `make run` does). Each part appends its records to benchmarks/train_runs.jsonl
@@ -22,9 +23,12 @@ every record there, one table set per CPU kind (with no flag, only the section i
 4. `--compile`: the `cpu` preset's step and the peer's iteration, eager and compiled from an empty compile
    cache (in a process of their own), the compile's time, and the steps each fits in the budget
    (`gptlib.probe.steps_within`): does torch.compile pay for itself within B minutes?
+5. `--candidate NAME ...`: `make run`'s pipeline, seed 1337, with the fields of a candidate of
+   `benchmarks/recipe.py`'s `MAKE_RUN_CANDIDATES` over the `cpu` preset (recorded as `candidate-make-run`;
+   tabled beside the band's seeds of the same budget, which are the yardstick).
 
-`make run` and each band seed run in a fresh process with an empty compile cache too (the `cpu` preset
-compiles): each pays the compile a fresh clone's first `make run` pays.
+`make run`, each band seed and each candidate run in a fresh process with an empty compile cache too (the
+`cpu` preset compiles): each pays the compile a fresh clone's first `make run` pays.
 """
 
 from __future__ import annotations
@@ -187,16 +191,16 @@ def make_run(budget_min: float, work: Path) -> dict:
     }
 
 
-def band_seed(seed: int, budget_min: float, work: Path, fields: dict | None = None) -> dict:
+def pipeline_run(seed: int, budget_min: float, work: Path, fields: dict | None = None) -> dict:
     """`make run`'s pipeline with another seed (the rest exactly as `make run`), in a process of its own with
     an empty compile cache: each seed compiles as a first `make run` does, none on the last one's kernels.
     `fields`: TrainConfig fields over the `cpu` preset (a recipe candidate run as `make run` runs)."""
     return in_own_process(
-        _band_seed_here, seed, budget_min, work, fields or {}, compile_cache=work / "compile-cache"
+        _pipeline_run_here, seed, budget_min, work, fields or {}, compile_cache=work / "compile-cache"
     )
 
 
-def _band_seed_here(seed: int, budget_min: float, work: Path, fields: dict) -> dict:
+def _pipeline_run_here(seed: int, budget_min: float, work: Path, fields: dict) -> dict:
     started = time.perf_counter()
     summary = run_pipeline(
         "cpu", root=work, overrides={**fields, "budget": budget_min, "seed": seed}, log=None, progress=False
@@ -569,7 +573,7 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
     md = [
         "#### Recipe candidates run as `make run` runs the preset",
         "",
-        "Each is `make run`'s pipeline (`--candidate`, seed 1337, the same budget, both threads, its own "
+        "Each is `make run`'s pipeline (`--candidate`, seed 1337, the same budget, every thread, its own "
         "process) with the fields of a `benchmarks/recipe.py` candidate over the `cpu` preset; the preset's "
         "own seeds above are the yardstick: a candidate must beat their spread to count.",
         "",
@@ -586,7 +590,7 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
             f"{start['max_steps']:,d} | {start['precision']} | {r['wall_s'] / 60:.1f} min | "
             f"**{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | {load_text(r)} |"
         )
-    if runs:
+    if len(runs) >= 3:  # a spread of fewer seeds says little
         bpb, best = [r["val_bpb"] for r in runs], min(candidates, key=lambda r: r["val_bpb"])
         spread, gain = max(bpb) - min(bpb), min(bpb) - best["val_bpb"]
         verdict = "more" if gain > spread else "no more"
@@ -636,11 +640,15 @@ def section(records: list[dict]) -> str:
             md += compile_table(compiled[-1])
         if len(runs) >= 3:
             md += band_lines(runs)
-        # a candidate is compared with the band's seeds under the same budget only
+        # a candidate is compared with the band's seeds under the same budget only; its latest run by name
         budget = runs[-1]["budget_min"] if runs else None
-        candidates = [r for r in mine if r["what"] == "candidate-make-run" and r["budget_min"] == budget]
+        latest = {r["name"]: r for r in mine if r["what"] == "candidate-make-run"}
+        candidates = [r for r in latest.values() if r["budget_min"] == budget]
         if candidates:
             md += candidate_table(candidates, runs)
+        elsewhere = [f"{r['name']} ({r['budget_min']:g} min)" for r in latest.values() if r not in candidates]
+        if elsewhere:
+            md += [f"Recipe candidates run under another budget than the band's: {', '.join(elsewhere)}.", ""]
     return "\n".join(md)
 
 
@@ -655,7 +663,7 @@ def main() -> int:
     parser.add_argument("--compile", action="store_true", help="torch.compile within the budget")
     parser.add_argument(
         "--candidate",
-        nargs="*",
+        nargs="+",
         default=[],
         choices=sorted(MAKE_RUN_CANDIDATES),
         help="recipe candidates (benchmarks/recipe.py) run as make run runs the preset, seed 1337",
@@ -676,12 +684,12 @@ def main() -> int:
             record = append("make-run", make_run(args.budget_min, work / "make-run"))
             print(record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
         for seed in args.band_seeds:
-            record = append("band-seed", band_seed(seed, args.budget_min, work / f"seed-{seed}"))
+            record = append("band-seed", pipeline_run(seed, args.budget_min, work / f"seed-{seed}"))
             print(seed, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
             shutil.rmtree(work / f"seed-{seed}", ignore_errors=True)
         for name in args.candidate:
             why, fields = MAKE_RUN_CANDIDATES[name]
-            record = band_seed(1337, args.budget_min, work / name, fields)
+            record = pipeline_run(1337, args.budget_min, work / name, fields)
             record = append("candidate-make-run", {"name": name, "why": why, "fields": fields, **record})
             print(name, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
             shutil.rmtree(work / name, ignore_errors=True)

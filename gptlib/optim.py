@@ -105,7 +105,9 @@ _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # None:
 # The CPU flags that put hardware behind a 16-bit format: AMX tiles are matrix units (Intel Xeon from
 # Sapphire Rapids on), the AVX-512 ones dot-product instructions (bf16: AMD Zen 4 on, Intel Cooper Lake on;
 # fp16: Sapphire Rapids on). Without any of them oneDNN converts to fp32 and computes there: slower than fp32.
-CPU_UNITS = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}
+# With them a format may still not pay at a small shape (a Xeon whose hypervisor hides its AMX ran the `cpu`
+# preset's bf16 steps at 0.7x fp32's speed on avx512_bf16 alone): flags name the hardware, timed steps decide.
+CPU_UNITS = {"bf16": ("amx_bf16", "avx512_bf16"), "fp16": ("amx_fp16", "avx512_fp16")}  # the flags per format
 CPU_FEATURES = (*CPU_UNITS["bf16"], *CPU_UNITS["fp16"])
 
 
@@ -125,7 +127,7 @@ def cpu_features(cpuinfo: str | None = None) -> tuple[str, ...]:
     return tuple(feature for feature in CPU_FEATURES if feature in flags)
 
 
-def has_units(precision: str, features) -> bool:
+def has_units(precision: str, features: tuple[str, ...]) -> bool:
     "Whether a CPU with `features` (as `cpu_features` names them) has hardware for `precision`, bf16 or fp16."
     return bool(set(CPU_UNITS[precision]) & set(features))
 

@@ -39,7 +39,7 @@ import torch
 
 from .errors import ConfigError
 from .files import temporary_name
-from .optim import choose_precision, cpu_features, has_units
+from .optim import CPU_UNITS, choose_precision, cpu_features, has_units
 from .run_folder import save_checkpoint
 
 __all__ = [
@@ -108,7 +108,7 @@ def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
     if device.type == "cpu":
         if requested == "auto":  # the choice itself: bf16 pays only where its steps are faster here
             return ("fp32", "bf16")
-        if requested in ("bf16", "fp16") and not has_units(requested, cpu_features()):
+        if requested in CPU_UNITS and not has_units(requested, cpu_features()):
             # no hardware for it: oneDNN converts to fp32 and back; the warning gives the measured cost
             return (requested, "fp32")
         return (requested,) if budget else ()
