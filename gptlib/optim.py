@@ -306,12 +306,15 @@ def _cpu_precision(requested: str, features: tuple[str, ...], step_seconds) -> P
     reason = f"{requested} autocast on cpu as requested" + (
         ", with a loss scaler" if requested == "fp16" else ""
     )
-    # asked for, it runs (fp16 on a CPU exercises the scaler); without units for it the log says it is slow
+    times = _checked_times(step_seconds) if step_seconds is not None else {}
+    cost = times[requested] / times["fp32"] if requested in times and "fp32" in times else None
+    # asked for, it runs (fp16 on a CPU exercises the scaler); the log says when it is slow, and how slow
     if not has_units(requested, features):
         reason += f"; warning: this CPU has no {requested} units ({has}), so it runs slowly"
-        times = _checked_times(step_seconds) if step_seconds is not None else {}
-        if requested in times and "fp32" in times:  # the measured cost, when the caller timed both
-            reason += f": a step takes {times[requested] / times['fp32']:.1f}x fp32's"
+        if cost is not None:  # the measured cost, when the caller timed both
+            reason += f": a step takes {cost:.1f}x fp32's"
+    elif cost is not None and cost > 1 + STEP_TIME_NOISE:  # units that do not pay at this shape
+        reason += f"; warning: a step takes {cost:.1f}x fp32's here despite {has}: fp32 would be faster"
     return Precision(requested, "cpu", requested == "fp16", reason)
 
 

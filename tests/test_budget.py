@@ -97,8 +97,10 @@ def test_what_is_timed_depends_on_what_must_be_decided(monkeypatch):
     monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ("avx512_bf16",))
     assert precisions_to_time("auto", "cpu", budget=False) == ("fp32", "bf16")  # auto chooses by the steps
     assert precisions_to_time("fp32", "cpu", budget=False) == ()  # nothing to decide, nothing timed
-    assert precisions_to_time("bf16", "cpu", budget=True) == ("bf16",)  # the budget needs its step time
+    assert precisions_to_time("fp32", "cpu", budget=True) == ("fp32",)  # the budget needs its step time
     assert precisions_to_time("fp16", "cpu", budget=False) == ("fp16", "fp32")  # no fp16 units: its cost
+    # bf16 units, yet a step may still be slower than fp32's at the run's shape: timed beside it
+    assert precisions_to_time("bf16", "cpu", budget=False) == ("bf16", "fp32")
     monkeypatch.setattr(gptlib.probe, "cpu_features", lambda: ())
     assert precisions_to_time("bf16", "cpu", budget=False) == ("bf16", "fp32")
 

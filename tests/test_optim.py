@@ -180,6 +180,20 @@ def test_fp16_on_a_cpu_without_fp16_units_is_warned_with_its_measured_cost():
     assert "warning" in unmeasured.reason and "x fp32's" not in unmeasured.reason
 
 
+def test_bf16_asked_for_on_a_cpu_whose_units_do_not_pay_is_warned_with_its_measured_cost():
+    """An Intel Xeon whose hypervisor hides AMX names avx512_bf16, yet its bf16 steps of the `cpu` preset
+    took 1.4x fp32's: the flags name the hardware, the timed steps say it does not pay."""
+    features = ("avx512_bf16", "avx512_fp16")
+    slower = choose_precision("cpu", "bf16", step_seconds={"fp32": 0.35, "bf16": 0.49}, features=features)
+    assert slower.name == "bf16" and not slower.use_scaler  # asked for, it runs
+    assert "warning: a step takes 1.4x fp32's" in slower.reason and "avx512_bf16" in slower.reason
+    faster = choose_precision("cpu", "bf16", step_seconds={"fp32": 1.16, "bf16": 0.705}, features=features)
+    within_noise = choose_precision(
+        "cpu", "bf16", step_seconds={"fp32": 1.0, "bf16": 1.05}, features=features
+    )
+    assert "warning" not in faster.reason and "warning" not in within_noise.reason
+
+
 @pytest.mark.parametrize(
     "times", [{"bf16": 0.5}, {"fp32": 0.5, "fp8": 0.1}, {"fp32": 0.0}, {"fp32": math.nan}]
 )
