@@ -58,7 +58,7 @@ from recipe import MAKE_RUN_CANDIDATES  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import open_split  # noqa: E402
-from gptlib.expected import BANDS, cpu_kind, load_bands, make_band, save_bands  # noqa: E402
+from gptlib.expected import BANDS, cpu_kind, load_bands, make_band, recipe_of, save_bands  # noqa: E402
 from gptlib.loader import eval_batches  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw  # noqa: E402
@@ -223,12 +223,22 @@ def _pipeline_run_here(seed: int, budget_min: float, work: Path, fields: dict) -
 
 
 def seed_runs(records: list[dict], kind: dict) -> list[dict]:
-    """The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest), under the budget of
-    the latest of them: a band of one budget's runs only, whatever budgets were tried before."""
+    """The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest), under the budget and
+    the recipe of the latest of them: a band of one budget's and one recipe's runs only, whatever was tried
+    before (the `cpu` preset changes; its older runs stay recorded)."""
     mine = [r for r in records if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind]
-    budget = mine[-1]["budget_min"] if mine else None
-    runs = {r["seed"]: r for r in mine if r["budget_min"] == budget}
+    if not mine:
+        return []
+    budget, recipe = mine[-1]["budget_min"], recipe_of(mine[-1]["config"])
+    runs = {r["seed"]: r for r in mine if r["budget_min"] == budget and recipe_of(r["config"]) == recipe}
     return [runs[s] for s in sorted(runs)]
+
+
+def changes_since(config: dict) -> list[str]:
+    "How the recipe of a recorded run differs from the `cpu` preset as it is now, field by field."
+    then, now = recipe_of(config), recipe_of(TrainConfig.preset("cpu").to_dict())
+    differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+    return [f"`{k}` {then.get(k, '(not a field then)')} (now {now.get(k, 'gone')})" for k in differ]
 
 
 def write_band(records: list[dict]) -> None:
@@ -248,9 +258,14 @@ def write_band(records: list[dict]) -> None:
         source="benchmarks/RESULTS.md, section Training",
         kind=kind,
     )
+    # the other kinds' bands stay if they are of this recipe: one of an older preset would judge nothing
     others = [b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu != kind]
-    save_bands(others + [band], BAND_FILE)
+    kept = [b for b in others if b.config == band.config]
+    save_bands(kept + [band], BAND_FILE)
     print(f"wrote {BAND_FILE}: {name}, seeds {[r['seed'] for r in runs]}")
+    for b in others:
+        if b not in kept:
+            print(f"dropped {b.name}: made with another recipe; re-make it on its CPU kind (--make-run ...)")
 
 
 # --- 3. the peer at equal wall time ------------------------------------------------------------------------
@@ -603,6 +618,14 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
     return md + [""]
 
 
+def over_seeds(candidate: dict, runs: list[dict]) -> bool:
+    "Whether `candidate` changed the recipe of the seeds `runs` (only its own fields differ from theirs)."
+    if not runs:
+        return False
+    base = {**recipe_of(candidate["config"]), **{k: runs[-1]["config"].get(k) for k in candidate["fields"]}}
+    return base == recipe_of(runs[-1]["config"])
+
+
 def band_lines(runs: list[dict]) -> list[str]:
     bpb = [r["val_bpb"] for r in runs]
     return [
@@ -630,6 +653,13 @@ def section(records: list[dict]) -> str:
         if probes:
             md += probe_table(probes, peers[-1:])
         runs = seed_runs(records, kind)
+        changed = changes_since(runs[-1]["config"]) if runs else []
+        if changed:
+            md += [
+                f"The `make run` runs below trained the `cpu` preset as it was then: {'; '.join(changed)}. "
+                "This kind has no runs of the preset as it is now.",
+                "",
+            ]
         if runs:
             md += make_run_table(runs)
         peer = [r for r in mine if r["what"] == "peer"]
@@ -640,15 +670,20 @@ def section(records: list[dict]) -> str:
             md += compile_table(compiled[-1])
         if len(runs) >= 3:
             md += band_lines(runs)
-        # a candidate is compared with the band's seeds under the same budget only; its latest run by name
+        # a candidate is compared with the band's seeds under the same budget and over the same preset only;
+        # its latest run by name
         budget = runs[-1]["budget_min"] if runs else None
         latest = {r["name"]: r for r in mine if r["what"] == "candidate-make-run"}
-        candidates = [r for r in latest.values() if r["budget_min"] == budget]
+        candidates = [r for r in latest.values() if r["budget_min"] == budget and over_seeds(r, runs)]
         if candidates:
             md += candidate_table(candidates, runs)
         elsewhere = [f"{r['name']} ({r['budget_min']:g} min)" for r in latest.values() if r not in candidates]
         if elsewhere:
-            md += [f"Recipe candidates run under another budget than the band's: {', '.join(elsewhere)}.", ""]
+            md += [
+                "Recipe candidates run under another budget or over another `cpu` preset than the band's "
+                f"seeds (earlier rounds, in the records): {', '.join(elsewhere)}.",
+                "",
+            ]
     return "\n".join(md)
 
 

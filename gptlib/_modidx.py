@@ -83,6 +83,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'gptlib.model._init_weights': ('model.html#_init_weights', 'gptlib/model.py'),
                               'gptlib.model.generate': ('model.html#generate', 'gptlib/model.py'),
                               'gptlib.model.param_counts': ('model.html#param_counts', 'gptlib/model.py'),
+                              'gptlib.model.rotary_tables': ('model.html#rotary_tables', 'gptlib/model.py'),
+                              'gptlib.model.rotate': ('model.html#rotate', 'gptlib/model.py'),
                               'gptlib.model.sample_next_token': ('model.html#sample_next_token', 'gptlib/model.py'),
                               'gptlib.model.sinusoidal_positions': ('model.html#sinusoidal_positions', 'gptlib/model.py')},
             'gptlib.optim': { 'gptlib.optim.Precision': ('optim.html#precision', 'gptlib/optim.py'),

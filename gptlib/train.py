@@ -522,9 +522,14 @@ def check_checkpoint(meta: dict, cfg: TrainConfig, dist: Distributed, inputs: di
     if not isinstance(meta.get("config"), dict):
         raise CheckpointError("the checkpoint records no training config: it was not saved by gptlib.train")
     cfg.check_resumable(meta["config"])  # the fields that change what a step computes
-    if meta.get("model_config") != cfg.model_config().to_dict():  # the shapes the weights were saved in
+    saved_model = meta.get("model_config")  # the model the weights were saved from
+    if not isinstance(saved_model, dict):
+        raise CheckpointError("the checkpoint records no model config: it was not saved by gptlib.train")
+    # a field the checkpoint does not record is newer than the run, which ran with its default
+    saved_model = {**GPTConfig().to_dict(), **saved_model}
+    if saved_model != cfg.model_config().to_dict():
         raise CheckpointError(
-            f"the checkpoint's model {meta.get('model_config')} differs from {cfg.model_config().to_dict()}"
+            f"the checkpoint's model {saved_model} differs from {cfg.model_config().to_dict()}"
         )
     if meta.get("tokenizer_fingerprint") != inputs["tokenizer_fingerprint"]:  # other ids for the same text
         raise CheckpointError("the checkpoint was trained with a different tokenizer (fingerprints differ)")

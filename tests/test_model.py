@@ -19,9 +19,13 @@ from gptlib.model import (
     KVCache,
     generate,
     param_counts,
+    rotary_tables,
+    rotate,
     sample_next_token,
     sinusoidal_positions,
 )
+
+POSITIONS = ["sinusoidal", "rotary"]
 
 
 @pytest.fixture(autouse=True)
@@ -73,8 +77,9 @@ def test_loss_is_the_mean_cross_entropy_and_ignores_minus_one():
     assert torch.allclose(loss_masked, expected)
 
 
-def test_changing_a_future_token_leaves_earlier_logits_unchanged():
-    config = tiny()
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_changing_a_future_token_leaves_earlier_logits_unchanged(positions):
+    config = tiny(positions=positions)
     model = seeded_model(config).eval()
     idx = random_tokens(config, 2, config.context)
     changed = idx.clone()
@@ -102,6 +107,28 @@ def explicit_causal_attention(attn: CausalSelfAttention, x: torch.Tensor) -> tor
     return attn.proj(torch.cat(heads, dim=-1))
 
 
+def turned_by_hand(t: torch.Tensor) -> torch.Tensor:
+    """Rotary positions as complex numbers (Su et al. 2021, 3.2): channel pair (i, i + D/2) of t (..., T, D)
+    is a + ib, multiplied by e^(i p theta_i) at position p, theta_i = 10000^(-2i/D)."""
+    T, D = t.shape[-2:]
+    theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    turn = torch.polar(
+        torch.ones(T, D // 2, dtype=torch.float64), torch.arange(T)[:, None] * theta
+    )  # (T, D/2)
+    z = torch.complex(t[..., : D // 2].double(), t[..., D // 2 :].double()) * turn
+    return torch.cat([z.real, z.imag], dim=-1).float()
+
+
+def explicit_rotary_attention(attn: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
+    "The reference with rotary positions: each head's q and k turned by hand, then masked softmax."
+    B, T, C = x.shape
+    H, D = attn.n_head, C // attn.n_head
+    q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in attn.qkv(x).split(C, dim=2))  # (B, H, T, D)
+    q, k = turned_by_hand(q), turned_by_hand(k)
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(~torch.ones(T, T).tril().bool(), -math.inf)
+    return attn.proj((scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C))
+
+
 @pytest.mark.parametrize("n_head", [1, 2, 4])
 def test_sdpa_attention_equals_explicit_masked_softmax(n_head):
     config = tiny(n_head=n_head)
@@ -111,11 +138,41 @@ def test_sdpa_attention_equals_explicit_masked_softmax(n_head):
     assert torch.allclose(attn(x), explicit_causal_attention(attn, x), atol=1e-6)
 
 
+@pytest.mark.parametrize("n_head", [1, 2, 4])
+def test_rotary_attention_equals_q_and_k_turned_as_complex_numbers(n_head):
+    config = tiny(n_head=n_head, positions="rotary")
+    torch.manual_seed(3)
+    attn = CausalSelfAttention(config).eval()
+    x = torch.randn(2, 23, config.n_embd)
+    assert torch.allclose(attn(x), explicit_rotary_attention(attn, x), atol=1e-5)
+
+
+def test_rotary_scores_depend_on_the_distance_alone_and_lengths_are_kept():
+    cos, sin = rotary_tables(40, 16)
+    torch.manual_seed(0)
+    q, k = (torch.randn(16).expand(40, 16) for _ in range(2))  # the same query (key) at every position
+    q_at, k_at = rotate(q, cos, sin), rotate(k, cos, sin)
+    assert torch.allclose(q_at.norm(dim=-1), q.norm(dim=-1), atol=1e-5)
+    scores = q_at @ k_at.T  # (T, T): the query at p against the key at s
+    for distance in (0, 1, 7):
+        along = scores.diagonal(-distance)
+        assert torch.allclose(along, along[0].expand_as(along), atol=1e-4), distance
+    assert not torch.allclose(scores.diagonal(-1)[0], scores.diagonal(-7)[0])
+
+
+def test_rotary_positions_add_nothing_to_the_tokens_and_keep_the_checkpoint_format():
+    sinusoidal, rotary = (seeded_model(tiny(positions=p)) for p in POSITIONS)
+    assert torch.equal(rotary.wpe, torch.zeros_like(sinusoidal.wpe))
+    assert rotary.state_dict().keys() == sinusoidal.state_dict().keys()  # the angles are not saved
+    assert rotary.num_params(non_embedding=False) == sinusoidal.num_params(non_embedding=False)
+
+
 # --- KV cache and generation -------------------------------------------------------------------------------
 
 
-def test_hidden_states_read_in_chunks_through_the_cache_equal_one_pass():
-    config = tiny()
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_hidden_states_read_in_chunks_through_the_cache_equal_one_pass(positions):
+    config = tiny(positions=positions)
     model = seeded_model(config).eval()
     idx = random_tokens(config, 2, 30)
     full = model.hidden_states(idx)
@@ -125,9 +182,10 @@ def test_hidden_states_read_in_chunks_through_the_cache_equal_one_pass():
     assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5)
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.0, None, None), (1.0, None, None), (0.8, 20, 0.9)])
-def test_generation_with_and_without_the_kv_cache_gives_the_same_tokens(temperature, top_k, top_p):
-    config = tiny()
+def test_generation_with_and_without_the_kv_cache_gives_the_same_tokens(temperature, top_k, top_p, positions):
+    config = tiny(positions=positions)
     model = seeded_model(config)
     prompt = random_tokens(config, 2, 7)
     # 7 + 70 tokens outgrow the context of 64: the window slides and the cache is refilled
@@ -348,9 +406,10 @@ def test_same_seed_gives_the_same_model_outputs_and_samples():
     assert not torch.equal(seeded_model(config, seed=5)(idx)[0], a.eval()(idx)[0])
 
 
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_autocast_forward_backward_agrees_with_fp32(dtype):
-    config = tiny()
+def test_autocast_forward_backward_agrees_with_fp32(dtype, positions):
+    config = tiny(positions=positions)
     model = seeded_model(config)
     idx, targets = random_tokens(config, 2, 32), random_tokens(config, 2, 32, seed=3)
     _, loss32 = model(idx, targets)
@@ -401,8 +460,9 @@ def test_accelerator_forward_and_cached_generation_match_cpu(device):
     shutil.which("cc") is None and shutil.which("gcc") is None,
     reason="torch.compile on CPU needs a C/C++ compiler (inductor generates C++)",
 )
-def test_torch_compile_matches_eager_forward_and_backward():
-    config = tiny(n_layer=1)
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_torch_compile_matches_eager_forward_and_backward(positions):
+    config = tiny(n_layer=1, positions=positions)
     model = seeded_model(config)
     idx, targets = random_tokens(config, 2, 32), random_tokens(config, 2, 32, seed=3)
     _, eager_loss = model(idx, targets)
@@ -423,6 +483,12 @@ def test_width_not_divisible_by_heads_names_both_values():
         GPTConfig(n_embd=100, n_head=3)
 
 
+def test_rotary_positions_refuse_an_odd_head_width():
+    with pytest.raises(ConfigError, match=r"head width .* = 3 must be even"):
+        GPTConfig(n_embd=6, n_head=2, positions="rotary")
+    GPTConfig(n_embd=6, n_head=2)  # the sinusoidal table has no such need
+
+
 @pytest.mark.parametrize(
     "overrides, error, pattern",
     [
@@ -432,6 +498,7 @@ def test_width_not_divisible_by_heads_names_both_values():
         ({"dropout": 1.0}, ValueError, "dropout"),
         ({"bias": "yes"}, TypeError, "bias"),
         ({"n_heads": 4}, ValueError, "n_heads"),
+        ({"positions": "learned"}, ValueError, "positions"),
     ],
 )
 def test_bad_config_fields_raise_naming_the_field(overrides, error, pattern):

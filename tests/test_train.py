@@ -441,6 +441,22 @@ def test_a_resume_may_change_only_the_fields_marked_resumable(small_data, tmp_pa
     assert set(resumed) <= set(losses(full)) and [s for s, _ in resumed] == [1, 2, 3, 4, 6, 8]
 
 
+def test_a_checkpoint_saved_before_a_model_field_existed_resumes_with_its_default(small_data, tmp_path):
+    """A run saved before `positions` existed trained with sinusoidal positions, the field's default: it
+    resumes exactly, and a resume asking for rotary ones is refused, naming the field."""
+    cfg = tiny(small_data, tmp_path / "run", max_steps=8)
+    full = train(replace(cfg, out=str(tmp_path / "full")), log=None, progress=False)
+    train(cfg, until_step=4, log=None, progress=False)
+    meta_path = list_checkpoints(tmp_path / "run")[-1] / "checkpoint.json"
+    meta = json.loads(meta_path.read_text())
+    for part in ("config", "model_config"):
+        del meta[part]["positions"]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="positions: checkpoint 'sinusoidal' vs now 'rotary'"):
+        train(replace(cfg, positions="rotary"), log=None, progress=False)
+    assert losses(train(cfg, log=None, progress=False)) == losses(full)
+
+
 def test_a_resume_never_moves_the_end_of_the_learning_rate_decay(small_data, tmp_path):
     cfg = tiny(small_data, tmp_path / "run", max_steps=8)
     train(cfg, log=None, progress=False)
