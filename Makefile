@@ -32,7 +32,8 @@ $(STAMP): pyproject.toml
 # of the run's set-up, probe and training leave room for the corpus, tokenizer, shards, samples and plots (with
 # the probe, 20-30 s outside the training loop on the AMD EPYC) and for a decay slower than the steps the run
 # last measured (its end is fixed once the decay begins): 9.0-9.3 minutes in all there, 9.5-9.7 on an AMD EPYC
-# Zen 2 (avx2 only, fp32), 9.0-9.3 on an Intel Xeon whose AMX is hidden (fp32; benchmarks/RESULTS.md).
+# Zen 2 (avx2 only, fp32), both with the sinusoidal table; 8.9-9.1 on an Intel Xeon whose AMX is hidden (fp32,
+# rotary positions; benchmarks/RESULTS.md).
 RUN_BUDGET ?= 9
 run: $(STAMP)
 	$(PY) -m gptlib run --budget $(RUN_BUDGET)

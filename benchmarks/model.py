@@ -89,7 +89,9 @@ def step_time(model: nn.Module, batch: tuple, precision: str, steps: int) -> flo
 def bench_training(presets: list[str], precisions: list[str], rounds: int, peaks: dict) -> list[dict]:
     rows = []
     for name in presets:
-        config = GPTConfig.preset(name)
+        # the peer adds the sinusoidal table: gptlib's model with the same positions (the `cpu` preset's are
+        # rotary, a different computation)
+        config = GPTConfig.preset(name, positions="sinusoidal")
         B, T = SHAPES[name]
         gen = torch.Generator().manual_seed(0)
         batch = tuple(torch.randint(0, config.vocab_size, (B, T), generator=gen) for _ in range(2))

@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 import numpy as np
@@ -236,9 +237,31 @@ def seed_runs(records: list[dict], kind: dict) -> list[dict]:
 
 def changes_since(config: dict) -> list[str]:
     "How the recipe of a recorded run differs from the `cpu` preset as it is now, field by field."
-    then, now = recipe_of(config), recipe_of(TrainConfig.preset("cpu").to_dict())
-    differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
-    return [f"`{k}` {then.get(k, '(not a field then)')} (now {now.get(k, 'gone')})" for k in differ]
+    defaults = {
+        f.name: f.default for f in dataclass_fields(TrainConfig)
+    }  # a field newer than the run: its default ran
+    then, now = recipe_of({**defaults, **config}), recipe_of(TrainConfig.preset("cpu").to_dict())
+    differ = sorted(k for k in now if then.get(k) != now[k])
+    later = [k for k in differ if k not in config]
+    return [
+        f"`{k}` {then.get(k)}{' (its default: the field came later)' if k in later else ''}, now {now[k]}"
+        for k in differ
+    ]
+
+
+def earlier_recipes(records: list[dict], kind: dict, runs: list[dict]) -> list[str]:
+    "The `make run` seeds of other recipes on CPU `kind` than `runs`', one line per recipe, as changed since."
+    current = recipe_of(runs[-1]["config"]) if runs else None
+    others = {}
+    for r in records:
+        if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind and recipe_of(r["config"]) != current:
+            others.setdefault(json.dumps(recipe_of(r["config"]), sort_keys=True), {})[r["seed"]] = r
+    lines = []
+    for seeds in others.values():
+        latest = [seeds[s] for s in sorted(seeds)]
+        figures = ", ".join(f"{r['seed']}: {r['val_bpb']:.3f} ({r['budget_min']:g} min)" for r in latest)
+        lines.append(f"- {'; '.join(changes_since(latest[-1]['config']))}: {figures}")
+    return lines
 
 
 def write_band(records: list[dict]) -> None:
@@ -248,6 +271,11 @@ def write_band(records: list[dict]) -> None:
     if len(runs) < 3:
         raise SystemExit(
             f"a band needs 3 seeds or more; this CPU kind has {len(runs)} (--make-run, --band-seeds)"
+        )
+    changed = changes_since(runs[-1]["config"])
+    if changed:  # a band judges today's runs: one of an older preset would judge them by another recipe
+        raise SystemExit(
+            f"this CPU kind's seeds are of another recipe than the preset now ({'; '.join(changed)})"
         )
     budget = runs[0]["budget_min"]
     name = f"`make run` ({budget:g} min), {kind_text(kind)}"
@@ -622,7 +650,8 @@ def over_seeds(candidate: dict, runs: list[dict]) -> bool:
     "Whether `candidate` changed the recipe of the seeds `runs` (only its own fields differ from theirs)."
     if not runs:
         return False
-    base = {**recipe_of(candidate["config"]), **{k: runs[-1]["config"].get(k) for k in candidate["fields"]}}
+    changed = candidate.get("fields", {})  # the earliest candidate records name no fields
+    base = {**recipe_of(candidate["config"]), **{k: runs[-1]["config"].get(k) for k in changed}}
     return base == recipe_of(runs[-1]["config"])
 
 
@@ -662,13 +691,21 @@ def section(records: list[dict]) -> str:
             ]
         if runs:
             md += make_run_table(runs)
+        earlier = earlier_recipes(records, kind, runs) if not changed else []
+        if earlier:
+            md += [
+                "The seeds of `make run` on this kind under earlier recipes (bits per byte, budget):",
+                "",
+                *earlier,
+                "",
+            ]
         peer = [r for r in mine if r["what"] == "peer"]
         if runs and peer:
             md += equal_time_table(runs, peer[-1])
         compiled = [r for r in mine if r["what"] == "compile"]
         if compiled:
             md += compile_table(compiled[-1])
-        if len(runs) >= 3:
+        if len(runs) >= 3 and not changed:  # the committed band is of the preset as it is now
             md += band_lines(runs)
         # a candidate is compared with the band's seeds under the same budget and over the same preset only;
         # its latest run by name

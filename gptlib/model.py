@@ -133,7 +133,7 @@ class CausalSelfAttention(nn.Module):
         """Causal attention of every head, q, k, v (B, H, T, D) -> (B, H, T, D), in the fused kernel. With
         rotary positions, q and k are first turned by their positions. With a KV cache, k and v are stored
         after the cached keys and values, and the new queries see them all."""
-        past = 0 if cache is None else cache.length  # the new tokens sit at positions past .. past+T-1
+        past = cache.length if cache is not None else 0  # the new tokens sit at positions past .. past+T-1
         if self.rotary:
             T = q.size(2)
             cos, sin = self.rotary_cos[past : past + T], self.rotary_sin[past : past + T]  # (T, D/2) each
@@ -167,17 +167,18 @@ def sinusoidal_positions(context: int, n_embd: int) -> torch.Tensor:
 # %% ../notebooks/04_model.ipynb #rotary-tables
 def rotary_tables(context: int, head_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Su et al. (2021): cos and sin, each (context, D/2) float32, of the angle p / 10000^(2i/D) by which
-    rotary positions turn channel pair (i, i + D/2) of a query or key at position p. Float64, rounded once."""
-    position = torch.arange(context, dtype=torch.float64)[:, None]  # (T, 1)
-    # (D/2,): 10000^(-2i/D) for i = 0, 1, ..., the frequency of channel pair i
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
-    angles = position * inv_freq  # (T, D/2): p / 10000^(2i/D)
+    rotary positions turn channel pair (i, i + D/2) of a query or key at position p (GPT-NeoX's pairing;
+    RoFormer pairs 2i with 2i + 1). Float64, rounded once."""
+    pair = torch.arange(0, head_size, 2, dtype=torch.float64)  # (D/2,): 2i for channel pair i
+    frequency = 10000.0 ** (-pair / head_size)  # (D/2,): 10000^(-2i/D)
+    angles = torch.outer(torch.arange(context, dtype=torch.float64), frequency)  # (T, D/2): p / 10000^(2i/D)
     return torch.cos(angles).float(), torch.sin(angles).float()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x (..., T, D) with channel pair (i, i + D/2) at position t turned by the angle whose cos and sin are
     row t of `cos` and `sin` (T, D/2): a rotation in each pair's plane, which keeps every length."""
+    # the pairs' first and second channels; cos and sin in x's dtype; the two turned halves side by side
     x1, x2 = x.chunk(2, dim=-1)  # (..., T, D/2) each: the pairs' first and second channels
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # under bf16 autocast q and k are bf16: they stay so
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D)

@@ -20,6 +20,7 @@ PIECES = [
     "causal_attention",
     "CausalSelfAttention",
     "sinusoidal_positions",
+    "rotate",
     "MLP",
     "Block",
     "_init_weights",
@@ -75,6 +76,7 @@ STUBS = {
     "causal_attention": stub,
     "CausalSelfAttention": StubAttention,
     "sinusoidal_positions": stub,
+    "rotate": stub,
     "MLP": StubMLP,
     "Block": StubBlock,
     "_init_weights": stub,
@@ -273,6 +275,47 @@ def test_positions_computed_in_float32_pass():
         return table
 
     assert run_check("sinusoidal_positions", in_float32).passed
+
+
+def halves(x):
+    return x.chunk(2, dim=-1)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (
+            lambda x, cos, sin: torch.cat(
+                [x[..., 0::2] * cos - x[..., 1::2] * sin, x[..., 0::2] * sin + x[..., 1::2] * cos], dim=-1
+            ),
+            "neighbouring channels",
+        ),
+        (
+            lambda x, cos, sin: torch.cat(
+                [halves(x)[0] * cos + halves(x)[1] * sin, -halves(x)[0] * sin + halves(x)[1] * cos], dim=-1
+            ),
+            "the other way",
+        ),
+        (
+            lambda x, cos, sin: torch.cat(
+                [halves(x)[0] * sin + halves(x)[1] * cos, halves(x)[0] * cos - halves(x)[1] * sin], dim=-1
+            ),
+            "the other order",
+        ),
+        (
+            lambda x, cos, sin: torch.stack(
+                [x[..., 0::2] * cos - x[..., 1::2] * sin, x[..., 0::2] * sin + x[..., 1::2] * cos], dim=-1
+            ).flatten(-2),
+            "neighbouring channels",
+        ),
+        (lambda x, cos, sin: gm.rotate(x.float(), cos, sin), "cast cos and sin to x.dtype"),
+        (lambda x, cos, sin: x.copy_(gm.rotate(x, cos, sin)), "changed x in place"),
+        (lambda x, cos, sin: gm.rotate(x, cos, sin)[..., :-1], "the same shape out"),
+        (lambda x, cos, sin: gm.rotate(x, cos.flip(0), sin.flip(0)), "differs from gptlib's turn"),
+    ],
+)
+def test_rotate_check_names_the_mistake(wrong, hint):
+    rejects("rotate", wrong, hint)
 
 
 # --- the MLP and the block ----------------------------------------------------------------------------------

@@ -349,7 +349,7 @@ def test_residual_projections_are_initialised_smaller_by_sqrt_2L():
 
 
 def test_token_vectors_enter_at_the_scale_of_the_sinusoids():
-    model = seeded_model(GPTConfig.preset("cpu"))
+    model = seeded_model(GPTConfig.preset("cpu", positions="sinusoidal"))  # the `cpu` preset's are rotary
     tokens = model.wte.weight * model.embed_scale
     assert abs(tokens.pow(2).mean().sqrt().item() - 1.0) < 0.02
     assert abs(model.wpe.pow(2).mean().sqrt().item() - 0.5**0.5) < 0.01
@@ -481,6 +481,14 @@ def test_torch_compile_matches_eager_forward_and_backward(positions):
 def test_width_not_divisible_by_heads_names_both_values():
     with pytest.raises(ValueError, match=r"n_embd=100 .*n_head=3"):
         GPTConfig(n_embd=100, n_head=3)
+
+
+def test_positions_default_to_the_table_that_checkpoints_before_the_field_were_trained_with():
+    """A checkpoint saved before `positions` existed records no such field, and is loaded (`load_trained`),
+    resumed and compared with the field's default: that default must stay the sinusoidal table they had."""
+    assert GPTConfig().positions == "sinusoidal"
+    old = {k: v for k, v in GPTConfig.preset("cpu").to_dict().items() if k != "positions"}
+    assert GPTConfig.from_dict(old).positions == "sinusoidal"
 
 
 def test_rotary_positions_refuse_an_odd_head_width():

@@ -13,6 +13,8 @@ from `course.collect()`:
   method `attend(q, k, v, cache, layer)`); the learner writes `split_heads(t)` (B, T, C) -> (B, H, T, D),
   `merge_heads(y)` (B, H, T, D) -> (B, T, C) and `forward(x, cache=None, layer=0)` (B, T, C) -> (B, T, C).
 - `sinusoidal_positions(context, n_embd) -> table`: the (context, C) float32 table of Vaswani et al.
+- `rotate(x, cos, sin)`: (..., T, D) with channel pair (i, i + D/2) turned by row t of `cos`, `sin` (T, D/2),
+  in x's dtype: rotary positions, which the given `attend` applies to q and k.
 - `MLP(config)`: layers `fc`, `proj`, `dropout` given; `forward(x)` (B, T, C) -> (B, T, C).
 - `Block(config)`: layers `ln_1`, `attn`, `ln_2`, `mlp` given; `forward(x, cache=None, layer=0)`.
 - `_init_weights(module, n_layer, std)`: GPT-2's initialisation of one module, in place.
@@ -458,6 +460,64 @@ def check_positions(sinusoidal_positions) -> str:
             f"{(got - want).abs().max().item():.3g}"
         )
     return "equal to gptlib's table, for an even and an odd width"
+
+
+def _turned(x, cos, sin, *, pairs="halves", sign=1.0) -> torch.Tensor:
+    """x turned as `rotate` turns it, and its usual mistakes: RoFormer's neighbouring pairs (2i, 2i + 1),
+    written back as halves or interleaved, and the turn the other way."""
+    if pairs == "halves":
+        x1, x2 = x.chunk(2, dim=-1)
+    else:  # channels (2i, 2i + 1), the pairs of the sinusoidal table and of the paper
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    first, second = x1 * cos - sign * x2 * sin, sign * x1 * sin + x2 * cos
+    if pairs == "interleaved":
+        return torch.stack([first, second], dim=-1).flatten(-2)
+    return torch.cat([first, second], dim=-1)
+
+
+@exercise(LESSON, reference="gptlib.model:rotate", name="rotate", minutes=10)
+def check_rotate(rotate) -> str:
+    """`rotate(x, cos, sin)`: equal to gptlib's turn of q or k (B, H, T, D) by gptlib's tables, x left as it
+    was, and in x's dtype under bf16."""
+    B, H, T, D = 2, 3, 5, 8
+    cos, sin = gm.rotary_tables(T, D)  # (T, D/2) each
+    x = _randn(B, H, T, D)
+    want = gm.rotate(x, cos, sin)
+    given = x.clone()
+    got = rotate(given, cos, sin)
+    _expect(torch.equal(given, x), "rotate changed x in place: return a new tensor, x is still needed")
+    _expect(
+        isinstance(got, torch.Tensor) and got.shape == (B, H, T, D),
+        f"rotate gave shape {_shape(got)}: x (B, H, T, D) = {(B, H, T, D)} in, the same shape out",
+    )
+    if not _close(got, want):
+        neighbours = (
+            "the pairs are neighbouring channels (2i, 2i + 1), as in the paper: gptlib pairs channel i with "
+            "i + D/2, the two halves of x.chunk(2, dim=-1) (the same turn up to an order of the channels, "
+            "but the weights trained with gptlib's layout expect it)"
+        )
+        for layout in ("neighbours", "interleaved"):  # written back as halves, or in place of each pair
+            _expect(not _close(got, _turned(x, cos, sin, pairs=layout)), neighbours)
+        _first_mismatch(
+            {
+                "the turn goes the other way: the first half becomes x1*cos - x2*sin, the second "
+                "x1*sin + x2*cos": _turned(x, cos, sin, sign=-1.0),
+                "the halves come back in the other order: torch.cat([first, second], dim=-1), the first "
+                "from x1*cos - x2*sin": torch.cat(want.chunk(2, dim=-1)[::-1], dim=-1),
+            },
+            got,
+        )
+        raise AssertionError(
+            f"rotate differs from gptlib's turn by up to {(got - want).abs().max().item():.3g}: pair i is "
+            "(x[..., i], x[..., i + D/2]), turned by the angle whose cos and sin are cos[t, i], sin[t, i]"
+        )
+    low = rotate(x.bfloat16(), cos, sin)
+    _expect(
+        isinstance(low, torch.Tensor) and low.dtype == torch.bfloat16,
+        f"a bf16 x came back as {getattr(low, 'dtype', type(low).__name__)}: cast cos and sin to x.dtype, "
+        "so that under autocast q and k stay in the dtype of v",
+    )
+    return "equal to gptlib's turn, x untouched, in x's dtype"
 
 
 # --- the block ---------------------------------------------------------------------------------------------
