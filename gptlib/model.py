@@ -179,7 +179,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     """x (..., T, D) with channel pair (i, i + D/2) at position t turned by the angle whose cos and sin are
     row t of `cos` and `sin` (T, D/2): a rotation in each pair's plane, which keeps every length."""
     # the pairs' first and second channels; cos and sin in x's dtype; the two turned halves side by side
-    x1, x2 = x.chunk(2, dim=-1)  # (..., T, D/2) each: the pairs' first and second channels
+    x1, x2 = x.chunk(2, dim=-1)  # (..., T, D/2) each
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # under bf16 autocast q and k are bf16: they stay so
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., T, D)
 
