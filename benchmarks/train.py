@@ -686,7 +686,8 @@ def section(records: list[dict]) -> str:
         if changed:
             md += [
                 f"The `make run` runs below trained the `cpu` preset as it was then: {'; '.join(changed)}. "
-                "This kind has no runs of the preset as it is now.",
+                "This kind has no runs of the preset as it is now; what its steps teach the preset now, "
+                "trained on another CPU, is in the section Positions at equal steps.",
                 "",
             ]
         if runs:
