@@ -3,19 +3,21 @@
     .venv/bin/python benchmarks/positions.py [--train] [--time] [--steps 1300] [--seed 1337]
         [--variants sinusoidal rotary] [--precision fp32|bf16]
 
-Both variants train `python -m gptlib train start --preset cpu` for the same steps of the preset's schedule
-(warmup, the held peak, the cosine over the last quarter), from the same seed, so on the same batches, and
-are scored on every window of the two held-out plays. At pinned steps the clock does not enter, only what a
-step learns; what a step costs is timed apart (`--time`, the two models' steps taking turns on every core).
-The runs are fp32 and eager, one thread each, side by side (one per core). 1,300 steps are about what
-`make run`'s 9 minutes buy the preset on a 2-core CPU whose bf16 does not pay (1,194-1,373 on an Intel Xeon
-whose AMX is hidden). Records go to `benchmarks/positions_runs.jsonl`, the table into RESULTS.md (without a
-flag the script only rewrites that table from the records).
+By default both variants train `python -m gptlib train start --preset cpu` for the same steps of the
+preset's schedule (warmup, the held peak, the cosine over the last quarter), from the same seed, so on the
+same batches, and are scored on every window of the two held-out plays. At pinned steps the clock does not
+enter, only what a step learns; what a step costs is timed apart (`--time`, the two models' eager fp32 steps
+taking turns on every core). The runs are eager, side by side, the cores shared out between them (one each
+on 2 cores). 1,300 steps are about what `make run`'s 9 minutes bought the preset with the table on a 2-core
+CPU whose bf16 does not pay (1,194-1,373 on an Intel Xeon whose AMX is hidden). Records go to
+`benchmarks/positions_runs.jsonl`, the table into RESULTS.md (without a flag the script only rewrites that
+table from the records).
 
-A CPU kind that is not at hand can still be asked what its budget's steps teach: steps are computed alike on
-every CPU, only their time differs, so `--variants rotary --steps N --precision P` trains the preset for the
-N steps that kind's `make run` affords, in the precision its probe keeps there (N from its step times in
-RESULTS.md, section Training). One variant alone gets every core.
+A CPU kind that is not at hand can still be asked what its budget's steps teach: a step does the same
+arithmetic on every CPU up to rounding, only its time differs, so `--variants rotary --steps N --precision P`
+trains the preset for the N steps that kind's `make run` affords, in the precision its probe keeps there (N:
+the steps its `make run`s trained, in RESULTS.md's section Training, over what a step of the variant costs
+against theirs). One variant alone gets every core.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _budget import corpus_data  # noqa: E402
-from _results import machine_line, write_section  # noqa: E402
+from _results import kind_text, machine_line, write_section  # noqa: E402
 
 from gptlib.expected import cpu_kind  # noqa: E402
 from gptlib.model import GPT, GPTConfig  # noqa: E402
@@ -126,10 +128,11 @@ def section(records: list[dict]) -> str:
         "",
         "The `cpu` preset with the sinusoidal table added to the token vectors, and with rotary positions "
         "(q and k turned by position in every attention; Su et al. 2021), each trained for the same steps of "
-        "the preset's schedule from the same seed (so on the same batches), eager, side by side (one "
-        "thread each); bits per byte over every window of the two held-out plays, in the middle of the held "
+        "the preset's schedule from the same seed (so on the same batches), eager, side by side (the cores "
+        "shared out); bits per byte over every window of the two held-out plays, in the middle of the held "
         "peak and at the end. A variant trained alone (every core) answers what another CPU kind's budget "
-        "teaches: the steps its `make run` affords, in the precision its probe keeps.",
+        "teaches: the steps its `make run` affords, in the precision its probe keeps (the notes below say "
+        "which rows stand for which kind).",
         "",
         "| CPU | when | positions | precision | threads | steps | seed | val bits/byte, middle "
         "| val bits/byte, end | train loss, end |",
@@ -139,7 +142,8 @@ def section(records: list[dict]) -> str:
     for r in runs:
         middle, end = (r["val_bpb"][str(s)] for s in (r["steps"] // 2, r["steps"]))
         md.append(
-            f"| {r['cpu']['model']} | {r['when']} | {r['positions']} | {r['precision']} | {r['threads']} | "
+            f"| {kind_text(r['cpu'])} | {r['when']} | {r['positions']} | {r.get('precision', 'fp32')} | "
+            f"{r.get('threads', 1)} | "
             f"{r['steps']:,d} | {r['seed']} | "
             f"{middle:.3f} | **{end:.3f}** | {r['final_train_loss']:.3f} |"
         )
@@ -163,14 +167,19 @@ ReLU squared in the MLP (So et al. 2021) with the residual projections initialis
 change two of lesson 04's exercises (the MLP, the initialisation): not adopted. Rotary positions became
 the `cpu` preset's; the equal-time runs of the preset (`make run` and its seeds) are in the section
 Training. Through the library (the table above, the same seed and steps) the table again reached 2.033 and
-rotary positions 1.952: the library's turn is another implementation than the patch's (one seed each).
+rotary positions 1.952, not the patch's 1.944: the library computes the turn with its own code, not the
+patch's, and the two round differently along 1,300 steps (one seed each).
 
 The rows of one variant trained alone ask what the other CPU kinds' 9 minutes teach the preset as it is
 now, where those machines are not at hand: their `make run`s with the table trained 1,443-1,558 compiled
 bf16 steps on the AMD EPYC Zen 4 and 609-702 compiled fp32 steps on the Zen 2 (section Training), and a
-rotary step costs about 1.07x a table's (above), so 1,400 steps in bf16 and 620 in fp32. A kind's own
-`make run` would still differ in its compiled kernels and the drift of its clock, and say nothing about its
-band: those need the machine."""
+rotary step costs 1.06-1.07x a table's here, eager in fp32 (round 11's timing, and the one above; taken to
+hold for those kinds' compiled steps), so 1,400 steps in bf16 and 620 in fp32. The prediction was checked
+against those kinds' own runs: the preset with the table, trained here for the steps of each kind's seed-1337
+`make run` (1,443 bf16 steps, 680 fp32), reached 2.022 and 2.156, where the Zen 4 and the Zen 2 themselves
+reached 2.013 and 2.148 (compiled, their own kernels): 0.008-0.009 apart, about one band's width (0.010 on
+the Zen 4), so these rows predict those kinds' `make run` to about 0.01. A kind's band still needs runs
+on the machine itself."""
 
 
 def main() -> int:
@@ -179,9 +188,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--time", action="store_true", help="time a step of each variant (every thread)")
     parser.add_argument("--train", action="store_true", help="train the variants, side by side")
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="the positions to train"
+    )
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="autocast of the runs")
     args = parser.parse_args()
+    args.variants = list(dict.fromkeys(args.variants))  # each once: a run per variant, in its own folder
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = max(1, cores // len(args.variants))  # the cores shared out among the runs
     if args.time:

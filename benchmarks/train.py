@@ -54,7 +54,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer  # noqa: E402
 from _budget import corpus_data  # noqa: E402
-from _results import machine_line, write_section  # noqa: E402
+from _results import kind_text, machine_line, write_section  # noqa: E402
 from recipe import MAKE_RUN_CANDIDATES  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
@@ -432,10 +432,6 @@ def eager_and_compiled(make_step, budget_min: float, precision: str, eval_every:
 # --- the section -----------------------------------------------------------------------------------------
 
 
-def kind_text(kind: dict) -> str:
-    return f"{kind['model']} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
-
-
 def load_text(record: dict) -> str:
     return f"load average {record['load'][0]:.2f}"
 
@@ -686,8 +682,8 @@ def section(records: list[dict]) -> str:
         if changed:
             md += [
                 f"The `make run` runs below trained the `cpu` preset as it was then: {'; '.join(changed)}. "
-                "This kind has no runs of the preset as it is now; what its steps teach the preset now, "
-                "trained on another CPU, is in the section Positions at equal steps.",
+                "This kind has no runs of the preset as it is now (the section Positions at equal steps "
+                "asks, on the CPU at hand, what other kinds' steps teach it).",
                 "",
             ]
         if runs:
