@@ -205,7 +205,12 @@ def main() -> int:
                 futures = [
                     pool.submit(
                         train_run,
-                        *(positions, args.steps, args.seed, args.precision, threads, data),
+                        positions,
+                        args.steps,
+                        args.seed,
+                        args.precision,
+                        threads,
+                        data,
                         Path(work) / positions,
                     )
                     for positions in args.variants
