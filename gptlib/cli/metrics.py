@@ -4,18 +4,21 @@ Hand-written plumbing, not generated from a notebook: parses the flags and calls
 
     metrics tensorboard --run FOLDER     FOLDER/tensorboard/ written from FOLDER/metrics.jsonl
 
-A run trained without `--tensorboard` (or by an older gptlib) gets its event files afterwards; the run's
-`tensorboard/` folder, its own, is replaced whole, so the command can be repeated as the run goes on.
+A run trained without `--tensorboard` (or by an older gptlib) gets its event files afterwards; the event
+files in the run's `tensorboard/` folder are replaced (nothing else there is touched), so the command can be
+repeated as the run goes on. A `tensorboard` that is a link is refused: the event files where it points may
+be another run's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from gptlib.config import parse_path
-from gptlib.files import build_folder
 from gptlib.run_folder import CheckpointError, RunFolder, read_metrics
-from gptlib.tensorboard import TENSORBOARD_DIR, check_installed, write_events
+from gptlib.tensorboard import TENSORBOARD_DIR, check_installed, first_without_step, write_events
 
 __all__ = ["add_to"]
 
@@ -38,15 +41,39 @@ def tensorboard_command(args: argparse.Namespace) -> int:
     if not (run / "metrics.jsonl").is_file():  # before RunFolder, which would make a missing folder a run
         raise CheckpointError(f"{run} has no metrics.jsonl: not a run folder, or no run has begun in it")
     check_installed()
+    events = run / TENSORBOARD_DIR
+    if events.is_symlink():
+        raise CheckpointError(
+            f"{events} is a link: the event files where it points may not be this run's, and they would be "
+            "replaced; remove the link, run this again and link the folder it makes where you want it"
+        )
+    if events.exists() and not events.is_dir():
+        raise CheckpointError(f"{events} exists and is not a folder: move it away")
     # the run's lock: a run training there now (maybe with --tensorboard) is not written under; a folder
     # that is not a gptlib run is refused
     with RunFolder(run):
         records = read_metrics(run)
-        with build_folder(run / TENSORBOARD_DIR) as work:  # the old events replaced once the new are written
-            write_events(records, work)
+        bad = first_without_step(records)
+        if bad is not None:
+            raise CheckpointError(
+                f"{run / 'metrics.jsonl'}:{_line_of(run / 'metrics.jsonl', records[bad])}: a "
+                f"{records[bad]['kind']} record without a whole-number step: correct or delete that line"
+            )
+        write_events(records, events)  # the old event files replaced once the new one is written
     counts = {kind: sum(r["kind"] == kind for r in records) for kind in ("train", "val")}
     print(
         f"{counts['train']} train and {counts['val']} val records of {run / 'metrics.jsonl'} -> "
         f"{run / TENSORBOARD_DIR} (see them with `tensorboard --logdir {run / TENSORBOARD_DIR}`)"
     )
     return 0
+
+
+def _line_of(path: Path, record: dict) -> int | str:
+    "The number of the first line of the JSON-lines file `path` that holds `record` (`?` if none does)."
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        try:
+            if json.loads(line) == record:
+                return number
+        except json.JSONDecodeError:
+            continue
+    return "?"

@@ -9,7 +9,9 @@ tokenizer's folder (`Tokenizer.save`, `check_tokenizer_folder`) and the compress
     tokenizer decode --ids '[15, 27]'                                 the text of some ids
 
 Text comes in as UTF-8 from `--text`, `--file` and stdin alike; anything else is refused naming the first
-byte that is not UTF-8, rather than encoded as replacement characters that would hide the damage.
+byte that is not UTF-8, rather than encoded as replacement characters that would hide the damage. A file or
+stdin is read up to `ENCODE_MAX_BYTES` and refused beyond, so that a stream without end (`/dev/zero`) is an
+error line, not a read until memory runs out.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_tokenizer_folder, 
 
 from ._shared import UsageError, add_corpus, add_sdist, add_tokenizer, default_tokenizer, integer
 
-__all__ = ["add_to", "COMPRESSION_SAMPLE_BYTES"]
+__all__ = ["add_to", "COMPRESSION_SAMPLE_BYTES", "ENCODE_MAX_BYTES"]
 
 COMPRESSION_SAMPLE_BYTES = 10_000_000  # the corpus's first 10 MB: seconds to encode, whatever its size
+ENCODE_MAX_BYTES = 64_000_000  # the most text `tokenizer encode` reads from a file or stdin
 
 
 def add_to(commands) -> None:
@@ -155,10 +158,31 @@ def _input_text(args: argparse.Namespace) -> str:
         if args.file.is_dir():
             raise UsageError(f"--file {args.file} is a folder: give the path of a text file")
         with naming(args.file):
+            if not args.file.is_file():  # a pipe or a device (`/dev/zero`): no size to check, maybe no end
+                with open(args.file, "rb") as f:
+                    return _utf8_text(_bounded_read(f, str(args.file)), str(args.file))
+            if args.file.stat().st_size > ENCODE_MAX_BYTES:
+                raise _too_long(str(args.file))
             return _utf8_text(args.file.read_bytes(), str(args.file))
     if args.text is not None:  # argv keeps bytes that are not UTF-8 as surrogates: back to those bytes
         return _utf8_text(os.fsencode(args.text), "--text")
-    return _utf8_text(sys.stdin.buffer.read(), "stdin")
+    return _utf8_text(_bounded_read(sys.stdin.buffer, "stdin"), "stdin")
+
+
+def _bounded_read(f, where: str) -> bytes:
+    """All of `f`, refused (a `UsageError` naming `where`) past `ENCODE_MAX_BYTES`: a pipe or a device
+    (`--file /dev/zero`, `< /dev/urandom`) may never end, and would be read until memory runs out."""
+    data = f.read(ENCODE_MAX_BYTES + 1)
+    if len(data) > ENCODE_MAX_BYTES:
+        raise _too_long(where)
+    return data
+
+
+def _too_long(where: str) -> UsageError:
+    return UsageError(
+        f"{where} holds more than {readable_count(ENCODE_MAX_BYTES, 'B')}, the most `tokenizer encode` "
+        "reads (its ids are printed): tokenize a corpus that large with `data prepare`"
+    )
 
 
 def _utf8_text(data: bytes, where: str) -> str:
