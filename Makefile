@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# The CPU build of torch that lies on this kind of machine; a bare `torch` would pull a CUDA build.
+# The CPU build of torch; a bare `torch` would pull a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 EXTRAS ?= notebooks,dev,data
 STAMP  := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
@@ -28,12 +28,10 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # `make run` trains to a time budget, not to a step count, so that it takes the same time on any machine: a new
-# run times a few real steps and trains as many as fit (gptlib.probe). Within 10 minutes after set-up, 9 minutes
-# of the run's set-up, probe and training leave room for the corpus, tokenizer, shards, samples and plots (with
-# the probe, 20-30 s outside the training loop on the AMD EPYC) and for a decay slower than the steps the run
-# last measured (its end is fixed once the decay begins): 9.0-9.3 minutes in all there, 9.5-9.7 on an AMD EPYC
-# Zen 2 (avx2 only, fp32), both with the sinusoidal table; 8.9-9.1 on an Intel Xeon whose AMX is hidden (fp32,
-# rotary positions; benchmarks/RESULTS.md).
+# run times a few real steps and trains as many as fit (gptlib.probe). The budget covers the run's set-up, probe
+# and training; it leaves room, within 10 minutes after the virtual environment's set-up, for the corpus,
+# tokenizer, shards, samples and plots, and for a decay slower than the steps the run last measured (its end is
+# fixed once the decay begins). What it takes on each CPU kind: benchmarks/RESULTS.md.
 RUN_BUDGET ?= 9
 run: $(STAMP)
 	$(PY) -m gptlib run --budget $(RUN_BUDGET)
@@ -90,7 +88,7 @@ clean-notebooks: $(STAMP)
 	$(NBSTRIP) $(NB)
 
 # Re-run notebooks to refresh their stored outputs, then clean them. The committed outputs are full-size runs:
-#   make execute-notebooks FULL=1 NB=notebooks/06_training.ipynb   (all six: about 40 minutes on 2 CPU cores)
+#   make execute-notebooks FULL=1 NB=notebooks/06_training.ipynb   (how long: benchmarks/RESULTS.md)
 # Without FULL=1 the notebooks run in smoke mode (seconds each), as CI runs them.
 execute-notebooks: $(STAMP)
 	cd notebooks && for nb in $(notdir $(NB)); do \
