@@ -25,13 +25,13 @@ import torch
 from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
 from gptlib.expected import cpu_kind
-from gptlib.model import GPT
+from gptlib.model import GPT, sample_text
 from gptlib.optim import choose_precision, make_adamw
 from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
 from gptlib.probe import TIMED_STEPS, WARMUP_STEPS, Probe, steps_within
 from gptlib.quality import TrainingText, sample_quality
 from gptlib.run_folder import load_trained
-from gptlib.train import TrainConfig, sample_text, train
+from gptlib.train import TrainConfig, train
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)

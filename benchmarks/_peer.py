@@ -19,7 +19,7 @@ needs no checkout of nanoGPT and runs in the same process and on the same split 
   iterations here, that overran the minutes by a fifth to two fifths (the host slows, and the median misses
   the iterations' stalls), which gave the peer more time than gptlib. The price: the peer's learning rates
   follow the clock, so a rerun of the same seed is not the same run bit for bit (gptlib's budget keeps that,
-  `gptlib.probe.Replan`);
+  `gptlib.probe.Budget.replan`);
 - what differs, each in the peer's favour: no periodic evaluation inside its time (nanoGPT would spend
   some), the faster of fp32 (what nanoGPT runs on a CPU) and bf16 autocast, all the machine's threads, and
   torch.compile where it pays for itself within the minutes (nanoGPT's CPU command turns it off).

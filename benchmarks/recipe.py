@@ -290,8 +290,8 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   a run this short, the rate held high for longer moves further, and the short decay at the end still
   anneals (the warmup-stable-decay schedule: Hu et al. 2024, MiniCPM; Hagele et al. 2024). So the preset now
   holds its rate until its last quarter (`cooldown` 0.25), which also lets a budget's run move its end while
-  the rate holds (`gptlib.probe.Replan`). In `make run` (two threads, the end moved by the run's own step
-  times), seeds 1337-1339 reached 2.026, 2.038 and 2.014 in 1,253-1,454 steps, against 2.089, 2.085 and
+  the rate holds (`gptlib.probe.Budget.replan`). In `make run` (two threads, the end moved by the run's own
+  step times), seeds 1337-1339 reached 2.026, 2.038 and 2.014 in 1,253-1,454 steps, against 2.089, 2.085 and
   2.043 for the cosine planned once (1,303-1,674 steps): the band of section Training then. Still short of
   2.00 bits/byte in 8 minutes of this kind, by 0.014-0.038; a cooldown of a fifth or a third, and the held
   schedule on the narrow candidates, are not measured yet.

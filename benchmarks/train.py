@@ -64,12 +64,12 @@ from gptlib.loader import eval_batches  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw  # noqa: E402
 from gptlib.pipeline import PROMPT, SAMPLING, run_pipeline  # noqa: E402
-from gptlib.probe import Probe, steps_within  # noqa: E402
+from gptlib.probe import Budget, Probe, measure, steps_within  # noqa: E402
 from gptlib.quality import TrainingText, sample_quality  # noqa: E402
-from gptlib.run_folder import RunFolder, read_metrics  # noqa: E402
+from gptlib.run_folder import RunFolder, read_metrics, run_inputs  # noqa: E402
 from gptlib.runtime import compile_or_fallback, setup_distributed  # noqa: E402
 from gptlib.tokenizer import Tokenizer  # noqa: E402
-from gptlib.train import TrainConfig, evaluate, inputs_of, new_probe, open_tokenizer  # noqa: E402
+from gptlib.train import TrainConfig, eager_copies, evaluate, open_tokenizer  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).with_name("train_runs.jsonl")
@@ -133,8 +133,9 @@ def probe_cpu_preset(budget_min: float, work: Path) -> dict:
     )
     dist = setup_distributed(cfg.device)
     tokenizer = open_tokenizer(cfg)
+    trials = eager_copies(cfg, dist, tokenizer, run_inputs(tokenizer, cfg.shards))
     with RunFolder(cfg.out) as run:
-        probe = new_probe(cfg, dist, run, tokenizer, inputs_of(cfg, tokenizer))
+        probe = measure(cfg, dist, Budget.of(cfg, time.perf_counter()), build=trials, folder=run.path)
     chosen = choose_precision("cpu", "auto", step_seconds=probe.step_s)
     return {"probe": probe.to_dict(), "chosen": chosen.name, "reason": chosen.reason}
 

@@ -32,7 +32,7 @@ Modules:
 - `gptlib.shards`: The shard folder: manifest, verification, reuse, the lock, work folders, publishing.
 - `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.tokenizer`: Byte-level BPE: trained exactly like rustbpe, encoding exactly like tiktoken.
-- `gptlib.train`: The training loop: configuration, one step, bits per byte, exact resume, sampling.
+- `gptlib.train`: The training loop: configuration, one step, bits per byte, set-up, the loop.
 - `gptlib.workers`: Worker processes that die with their parent, the work shared with them, a paused GC."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.

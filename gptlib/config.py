@@ -42,11 +42,14 @@ def opt(
     choices=None,
     positive: bool = False,
     resumable: bool = False,
+    compared: bool = True,
 ):
     """A config field: its default, a one-line description (the help of its flag), and optional bounds:
-    `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`. `resumable`
-    marks a field that may change when a saved run is continued (where and how it runs, not what it
-    computes); the class that owns the field decides what that allows."""
+    `low <= value <= high`, `value < below`, `value > 0` (`positive`), or one of `choices`. Two classes, each
+    declared here once: `resumable` marks a field that may change when a saved run is continued (where and
+    how it runs, not what it computes), `compared=False` one that does not decide what a run's curves look
+    like (where it writes, how often it logs: `gptlib.expected` leaves it out of a band's recipe); the class
+    that owns the field decides what that allows."""
     return field(
         default=default,
         metadata={
@@ -57,6 +60,7 @@ def opt(
             "choices": choices,
             "positive": positive,
             "resumable": resumable,
+            "compared": compared,
         },
     )
 
@@ -100,6 +104,7 @@ def parse_path(text: str) -> Path:
     return Path(text)
 
 
+_MARKS = {"resumable": False, "compared": True}  # a field declared without `opt` has the defaults
 _PARSERS = {bool: parse_bool, Path: parse_path, str: parse_text}  # other kinds (int, float) parse themselves
 
 
@@ -110,6 +115,15 @@ def _kind(annotation) -> tuple[type, bool]:
         (base,) = [a for a in args if a is not type(None)]
         return base, True
     return annotation, False
+
+
+def _group_of(cls, name: str) -> tuple[str, str | None]:
+    """The heading of field `name`'s flag group, from the first line of the docstring of the class in `cls`'s
+    ancestry that declares the field (a config made of groups, as `TrainConfig` is, shows them): its words
+    before the first colon, and those after it as the group's description."""
+    owner = next(k for k in reversed(cls.__mro__) if name in vars(k).get("__annotations__", {}))
+    title, _, description = (owner.__doc__ or owner.__name__).strip().splitlines()[0].partition(": ")
+    return title, description or None
 
 
 class Config:
@@ -194,14 +208,22 @@ class Config:
         "The one-line description of field `name`."
         return next(f.metadata["help"] for f in fields(cls) if f.name == name)
 
+    @classmethod
+    def names(cls, **marks) -> tuple[str, ...]:
+        "The fields whose marks (`opt`'s `resumable`, `compared`) have the given values, in order."
+        return tuple(
+            f.name for f in fields(cls) if all(f.metadata.get(k, _MARKS[k]) == v for k, v in marks.items())
+        )
+
     # --- the command line ------------------------------------------------------------------------------
     @classmethod
     def add_arguments(
         cls, parser: argparse.ArgumentParser, *, skip=(), required=(), show_defaults: bool = True
     ):
         """A `--field-name` flag per field (but those in `skip`), typed from its annotation, with the field's
-        description as help. Unset flags parse as None: `from_args` then keeps the default (or a preset's)."""
-        hints = typing.get_type_hints(cls)
+        description as help, under its group's heading (`_group_of`: the class that declares it).
+        Unset flags parse as None: `from_args` then keeps the default (or a preset's)."""
+        hints, groups = typing.get_type_hints(cls), {}
         for f in fields(cls):
             if f.name in skip:
                 continue
@@ -209,7 +231,10 @@ class Config:
             text = f.metadata.get("help", "")
             if show_defaults and f.default is not MISSING and f.name not in required:
                 text += f" (default: {f.default})"
-            parser.add_argument(
+            title, about = _group_of(cls, f.name)
+            if title not in groups:
+                groups[title] = parser.add_argument_group(title, about)
+            groups[title].add_argument(
                 "--" + f.name.replace("_", "-"),
                 dest=f.name,
                 default=None,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .files import DocumentError, read_json_document, write_json
 from .optim import cpu_features
+from .train import TrainConfig
 
 __all__ = [
     "BANDS",
@@ -53,25 +54,10 @@ __all__ = [
 BANDS = Path(__file__).with_name("bands")  # the committed bands, one file per preset
 BANDS_FORMAT, BANDS_VERSION = "gptlib-bands", 1
 GRID = 40  # points along the schedule: 1/40 of a 1,400-step run is 35 steps, about 2 log lines of `cpu`
-# what a band is not about: where a run writes, how often it logs or saves, how it compiles or reads
-# batches, which seed it drew (the band is over seeds), and how its length was set (the fraction indexes it)
-NOT_COMPARED = (
-    "shards",
-    "tokenizer",
-    "out",
-    "seed",
-    "max_steps",
-    "budget",
-    "decay_steps",
-    "precision",
-    "device",
-    "compile",
-    "loader_workers",
-    "log_every",
-    "eval_every",
-    "checkpoint_every",
-    "keep_last",
-)
+# what a band is not about, as each field of TrainConfig declares (`compared=False`): where a run writes,
+# how often it logs or saves, how it compiles or reads batches, which seed it drew (the band is over seeds),
+# and how its length was set (the fraction indexes it)
+NOT_COMPARED = TrainConfig.names(compared=False)
 STEPS_TOLERANCE = 0.15  # a run with 15 % more or fewer steps than the band's is still judged by it
 # Why a run lands where it does: the causes seen most, in the order worth checking
 ABOVE = (
@@ -199,7 +185,7 @@ def band_for(
 
 def schedule_of(history: list[dict]) -> tuple[int | None, str | None]:
     """`(max_steps, precision)` of a run, from its records: the last event that says them, a start's
-    (`gptlib.train.train`) or the one that fixes a budget's end (`gptlib.probe.Replan`); `(None, None)`
+    (`gptlib.train.train`) or the one that fixes a budget's end (`gptlib.probe.Budget.replan`); `(None, None)`
     before the run has started."""
     for record in reversed(history):
         if record.get("kind") == "event" and "max_steps" in record:

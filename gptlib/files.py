@@ -37,6 +37,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "temporary_name",
+    "temporary_of",
     "naming",
     "atomic_open",
     "atomic_write",
@@ -76,13 +77,19 @@ def sha256_file(path) -> str:
 
 # --- writing ------------------------------------------------------------------------------------------
 
-_TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
+_TEMPORARY = re.compile(r"^\.(.+)\.tmp-(\d+)-[0-9a-f]{8}$")  # what `temporary_name` makes: NAME, PID
 
 
 def temporary_name(path) -> Path:
     "A fresh hidden name beside `path` that tells which process made it: `.NAME.tmp-PID-RANDOM`."
     path = Path(path)
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def temporary_of(name: str) -> str | None:
+    "The NAME a `temporary_name` called `name` stands in for; None when `name` is not one."
+    match = _TEMPORARY.match(name)
+    return match.group(1) if match else None
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -217,7 +224,7 @@ def remove_stale_temporaries(folder, recursive: bool = False) -> list[Path]:
         return removed
     for entry in list(folder.rglob(".*.tmp-*") if recursive else folder.iterdir()):
         match = _TEMPORARY.match(entry.name)
-        if match and entry.exists() and not _alive(int(match.group(1))):
+        if match and entry.exists() and not _alive(int(match.group(2))):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

@@ -13,6 +13,7 @@ T context (tokens a row), W windows in a split, R ranks (world size)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -252,7 +253,7 @@ def eval_batches(
     """A deterministic pass over the windows of `tokens` (an opened split) in order (rank `rank` of
     `world_size` takes every `world_size`-th window): batches of (x, y), each (B, T) int64 on `device`.
     `max_batches` full batches, or with `max_batches=None` every window once (the last batch may be
-    smaller). The arguments are checked now, before the first batch is asked for."""
+    smaller); `len()` says how many. The arguments are checked now, before the first batch is asked for."""
     batch_size, context = checked_int(batch_size, "batch_size", low=1), checked_int(context, "context", low=1)
     world_size = checked_int(world_size, "world_size", low=1)
     if max_batches is not None:
@@ -268,12 +269,32 @@ def eval_batches(
         if max_batches is None
         else min(max(1, len(windows) // batch_size), max_batches)  # full batches only
     )
-    return _eval_batches(tokens, windows, batch_size, context, n_batches, torch.device(device))
+    return _EvalBatches(tokens, windows, batch_size, context, n_batches, torch.device(device))
 
 
-def _eval_batches(tokens, windows, batch_size, context, n_batches, device):
-    "The generator behind `eval_batches` (a generator's checks would wait for the first `next`)."
-    for b in range(n_batches):
-        rows = windows[b * batch_size : (b + 1) * batch_size]
-        x, y = batch_xy(tokens, rows * context, context)
-        yield x.to(device), y.to(device)
+@dataclass
+class _EvalBatches:
+    """What `eval_batches` returns: an iterator over its batches, each made as it is asked for, that also
+    says how many there are (`len`)."""
+
+    tokens: TokenSplit
+    windows: np.ndarray  # this rank's window indices, in order
+    batch_size: int
+    context: int
+    n_batches: int
+    device: torch.device
+    done: int = 0  # batches given so far
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.done == self.n_batches:
+            raise StopIteration
+        rows = self.windows[self.done * self.batch_size : (self.done + 1) * self.batch_size]
+        self.done += 1
+        x, y = batch_xy(self.tokens, rows * self.context, self.context)
+        return x.to(self.device), y.to(self.device)

@@ -218,7 +218,7 @@ def make_adamw(
 
 
 # %% ../notebooks/05_optim.ipynb #optim-029f
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what a run may ask for; `auto` lets choose_precision decide
+PRECISIONS = ("auto", *_DTYPES)  # what a run may ask for; `auto` lets choose_precision decide
 STEP_TIME_NOISE = 0.1  # a few timed steps on a shared machine vary by several percent: a gain must beat that
 
 

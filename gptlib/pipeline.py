@@ -46,14 +46,14 @@ from .display import save_plots
 from .expected import place
 from .files import atomic_write, sha256_bytes, write_json
 from .loader import eval_batches
-from .model import GPT
+from .model import GPT, sample_text
 from .optim import choose_precision
 from .quality import TrainingText, reference_losses, sample_quality
-from .run_folder import CheckpointError, load_trained, read_metrics
+from .run_folder import CheckpointError, init_from_run, load_trained, read_metrics
 from .shards import ShardError, read_manifest
 from .tensorboard import TENSORBOARD_DIR, TensorBoardLog, check_installed
 from .tokenizer import Tokenizer
-from .train import TrainConfig, evaluate, init_from_run, sample_text, train
+from .train import TrainConfig, evaluate, train
 
 __all__ = [
     "TRAINED_ON",
@@ -339,7 +339,7 @@ def continued_pretraining(cfg: TrainConfig) -> dict:
     """Where continued pretraining (`cfg.init_from`) starts: the held-out texts it is measured on (`old`, the
     shards the run it starts from trained on; `new`, this run's) and the bits per byte there of the weights
     it starts from (`before`; None for a text whose shards are gone). Checked as `train` checks it
-    (`gptlib.train.init_from_run`), so a run that would be refused is refused here, before any work."""
+    (`gptlib.run_folder.init_from_run`), so a run that would be refused is refused here, before any work."""
     tokenizer = Tokenizer.load(cfg.tokenizer)
     with torch.random.fork_rng():  # built only to be loaded into: the run's own random draws are untouched
         model = GPT(cfg.model_config())
@@ -392,6 +392,7 @@ def run_pipeline(
     prompt: str | None = None,
     sample_tokens: int = 300,
     overrides: dict | None = None,
+    config: TrainConfig | None = None,
     tensorboard: bool = False,
     log=print,
     progress: bool = True,
@@ -400,13 +401,14 @@ def run_pipeline(
     """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and
     plots, everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused.
     `prompt` None: `PROMPT` for Shakespeare, else `held_out_prompt`. `overrides` are TrainConfig fields over
-    the preset (e.g. `{"budget": 8.0}`: minutes of training). `tensorboard`: the run's scalars also as
+    the preset (e.g. `{"budget": 8.0}`: minutes of training), or `config` the preset's config made already
+    (the command line's, checked before any stage). `tensorboard`: the run's scalars also as
     TensorBoard events (`TrainingEvents`). Returns a summary, with the run placed against its expected band
     (`gptlib.expected`)."""
     started = time.perf_counter()
     say = log or (lambda line: None)
     root = Path(root) if root is not None else data_dir()
-    cfg = TrainConfig.preset(preset, **(overrides or {}))
+    cfg = config if config is not None else TrainConfig.preset(preset, **(overrides or {}))
     data = prepare_data(corpus, cfg.vocab_size, root, context=cfg.context, log=log, progress=progress)
     tokenizer, tok_dir, shards, name = data.tokenizer, data.tokenizer_dir, data.shards, data.name
     run = root / "runs" / f"{name}-{preset}"

@@ -6,24 +6,24 @@ takes 0.2 s a step on one 2-core CPU and 0.34 s on another. So a run that must f
 bf16 and fp32, measures the step it will take rather than guessing it from a proxy (one matrix product
 says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a small shape).
 
-- `measure(...)`: before a new run's first step, a few of its real steps timed (its model, batch, context,
-  precision, wrapped for DDP when it is; eager even when the run compiles), in each precision worth timing, on
-  copies of the model and optimizer built by the run's own set-up under a fork of the random generators:
-  the run itself then computes exactly what it would have computed without the probe. With a budget, one
-  validation and one checkpoint are timed as well. The result is a `Probe`, recorded with the run (its
-  first log record and every checkpoint), so that a resume decides as the run began;
+- `measure(cfg, dist, budget, build=..., folder=...)`: before a new run's first step, a few of its real steps
+  timed (its model, batch, context, precision, wrapped for DDP when it is; eager even when the run compiles),
+  in each precision worth timing, on copies of the model and optimizer built by the run's own set-up under
+  a fork of the random generators: the run itself then computes exactly what it would have computed
+  without the probe. With a budget, one validation and one checkpoint are timed as well. The result is a
+  `Probe`, recorded with the run (its first log record and every checkpoint), so that a resume decides as
+  the run began (`recorded(meta)`);
 - `precisions_to_time(requested, device, budget)`: which precisions are worth a step: fp32 and bf16 when a
   CPU's `auto` must choose, a 16-bit format asked for on a CPU beside fp32 (so that a warning can say what
   it costs when it is the slower), the one precision that will run when only the budget needs a time;
 - `steps_within(budget_s, probe, ...)`: the most optimizer steps whose steps, validations and checkpoints
   fit `budget_s` seconds (a pure function of the probe's times);
-- `budget_config(cfg, probe, ...)`: the run's config with `max_steps` set by what is left of its budget
-  once the set-up and the probe are done, so that warmup and the cosine decay end when the time does;
-  `resumed_config(cfg, meta)` keeps the steps a resumed run was planned with, `recorded(meta)` the probe;
-- `Replan`: a budget's run whose learning rate holds before its decay (`TrainConfig.cooldown` < 1) moves
-  its end as it goes, to what fits at the rate its own latest steps ran, until the decay begins: a host
-  whose speed drifts after the probe still ends the run on time, and the run is still the run of its final
-  `max_steps`.
+- `Budget`: a new run's minutes, made once (`Budget.of(cfg, started)`); `plan` sets `max_steps` from the
+  probe's times and what is left once the set-up and the probe are done, so that warmup and the decay end
+  when the time does; `replan` moves the end as the run goes, while its learning rate holds, to what fits
+  at the rate of its own latest steps. `resumed_config(cfg, meta)` keeps the steps a resumed run was
+  planned with;
+- `describe(...)`, `start_line(...)`: the probe and the plan in words, and the run's first log line.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ __all__ = [
     "measure",
     "run_cost",
     "steps_within",
-    "budget_config",
-    "Replan",
+    "Budget",
     "resumed_config",
     "recorded",
     "describe",
+    "start_line",
 ]
 
 WARMUP_STEPS = 2  # untimed: the first steps allocate, pick their kernels and (bf16 on a CPU) pack weights
@@ -152,32 +152,35 @@ def _timed(function) -> float:
     return time.perf_counter() - began
 
 
-def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, folder, budget: bool) -> Probe:
-    """Time real training steps of run `cfg` in each of `precisions` (see the module docstring). The caller
-    (`gptlib.train`) hands in its own pieces, so that what is timed is what the run does:
+def measure(cfg, dist, budget: Budget | None, *, build, folder) -> Probe | None:
+    """Time real training steps of the new run `cfg` (see the module docstring) in each precision worth timing
+    (`precisions_to_time`); None when nothing depends on them (a precision asked for and no budget). The
+    caller (`gptlib.train.train`) hands in its own set-up, so that what is timed is what the run does:
+    `build(precision)` is a fresh `gptlib.train.Training` of the run in that precision (model, optimizer,
+    scaler, loader, validation split, and `forward`, DDP-wrapped as the run's, never compiled), whose
+    `step(batches, lr, cfg)` and `validate(cfg, dist, n)` are the run's own. Eager: compiling every copy would
+    cost a compile per precision (half a minute each from an empty cache), and a compiled run's own steps,
+    faster than the probe's, move its end while its rate holds (`Budget.replan`).
 
-    - `build(precision)`: a fresh set-up of the run in that precision (a `gptlib.train.Training`: model,
-      optimizer, scaler, loader, validation split, and `forward`, DDP-wrapped as the run's, never compiled);
-    - `step(training, batches)`: one optimizer step of it (`gptlib.train.train_step` at the run's settings);
-    - `validate(training, n)`: a validation of `n` batches (n=None: as many as the run's validations read).
-
-    With `budget`, a validation and a checkpoint (written under a temporary name in `folder`, then removed)
+    With a `budget`, a validation and a checkpoint (written under a temporary name in `folder`, then removed)
     are timed too. Every random generator is restored afterwards: the copies' initial weights, dropout and
     batches leave no trace in the run."""
     device = dist.device
+    precisions = precisions_to_time(cfg.precision, device, budget is not None)
+    if not precisions:
+        return None
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         trials = {name: build(name) for name in precisions}
         try:
-            batches = {name: iter(training.loader) for name, training in trials.items()}
-            steps = {name: _finished(device, step, t, batches[name]) for name, t in trials.items()}
+            steps = {name: _finished(device, cfg, t) for name, t in trials.items()}
             step_s = time_steps(steps, most=lambda values: _most_on_every_rank(dist, values))
             step_s = _same_on_every_rank(dist, step_s)
             eval_s = save_s = 0.0
-            if budget:
+            if budget is not None:
                 chosen = trials[_chosen(cfg, device, step_s)]
-                validate(chosen, 1)  # warm: the first forward pass in eval mode picks its kernels
-                n = EVAL_TIMED_BATCHES
-                eval_s = _timed(lambda: validate(chosen, n)) / n * _validation_batches(cfg, chosen, dist)
+                chosen.validate(cfg, dist, 1)  # warm: the first forward pass in eval mode picks its kernels
+                n, batches = EVAL_TIMED_BATCHES, len(chosen.val_batches(cfg, dist))  # the loader's count
+                eval_s = _timed(lambda: chosen.validate(cfg, dist, n)) / n * batches
                 save_s = _save_seconds(chosen, folder) if dist.is_main else 0.0
                 eval_s, save_s = _eval_and_save_on_every_rank(dist, eval_s, save_s)
         finally:
@@ -192,12 +195,14 @@ def measure(cfg, dist, precisions: tuple[str, ...], *, build, step, validate, fo
     )
 
 
-def _finished(device, step, training, batches):
-    """One step of `training` that returns when the device has done it: a GPU runs its kernels after the
-    call has returned (the run's loop waits for each step when it reads the loss), so it is waited for."""
+def _finished(device, cfg, training):
+    """One optimizer step of `training`, as the run's loop takes it (at the first step's learning rate), that
+    returns when the device has done it: a GPU runs its kernels after the call has returned (the run's
+    loop reads nothing back between steps), so it is waited for."""
+    batches = iter(training.loader)
 
     def run_step() -> None:
-        step(training, batches)
+        training.step(batches, cfg.lr(0), cfg)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
@@ -207,15 +212,6 @@ def _finished(device, step, training, batches):
 def _chosen(cfg, device, step_s: dict[str, float]) -> str:
     "The precision the run will train in, decided from the measured steps as its set-up will decide it."
     return choose_precision(device, cfg.precision, step_seconds=step_s if device.type == "cpu" else None).name
-
-
-def _validation_batches(cfg, training, dist) -> int:
-    "How many batches one of the run's validations reads on this rank: `eval_batches`, or every window."
-    if cfg.eval_batches:
-        return cfg.eval_batches
-    windows = (len(training.val.tokens) - 1) // cfg.context  # eval_batches(): whole windows, in order
-    mine = -(-windows // dist.world_size)  # every world_size-th window
-    return -(-mine // cfg.micro_batch)  # the last batch may be short: it still costs about a batch
 
 
 def _save_seconds(training, folder) -> float:
@@ -284,81 +280,83 @@ def steps_within(
     return n
 
 
-def budget_config(cfg, probe: Probe | None, precision: str, dist, started: float):
-    """`cfg` with `max_steps` set by its budget (`cfg.budget` minutes; 0: none, and `cfg` is returned as it
-    is), for a new run in `precision` that began at `started` (`time.perf_counter()`): what the set-up and
-    the probe have spent comes off the budget (the most any rank spent, so that all plan the same run), the
-    steps, validations and checkpoints that fit the rest are the run (its decay then ends when the time
-    does; a schedule that holds its rate first lets the run move that end as it goes: `Replan`)."""
-    if not cfg.budget:
-        return cfg
-    if cfg.decay_steps:  # the budget decides where the cosine ends: a second answer would contradict it
-        raise ConfigError("--budget sets where the learning-rate decay ends: leave --decay-steps at 0")
-    assert probe is not None and precision in probe.step_s, (
-        "a budget needs the probe's time of this precision"
-    )
-    spent = _most_on_any_rank(dist, time.perf_counter() - started)
-    steps = steps_within(
-        cfg.budget * 60 - spent,
-        probe,
-        precision=precision,
-        eval_every=cfg.eval_every,
-        checkpoint_every=cfg.checkpoint_every,
-    )
-    if steps < 1:
-        raise ConfigError(
-            f"a budget of {cfg.budget:g} min fits no training step: the set-up took {spent:.1f} s and a "
-            f"step takes {probe.step_s[precision]:.2f} s here"
-        )
-    return replace(cfg, max_steps=steps)
-
-
 REPLAN_WINDOWS = 5  # log intervals whose step times set a re-plan's rate: their median, as in the probe
 
 
-class Replan:
-    """A budget's run, re-planned while its learning rate holds. The probe's few steps can be wrong for the
-    rest of the run: a host whose speed drifts (by a third in minutes, on this project's machines) makes the
-    run end minutes early or late. So at each log line until its decay begins, the run's end moves to the
-    last step that fits what is left of the budget at the rate of its latest steps (the median of the last
-    `REPLAN_WINDOWS` log intervals, validations left out, and the run's first interval). This is exact
-    because every step before the decay trains at max_lr whatever the end (`TrainConfig.cooldown` < 1, a
-    warmup-stable-decay schedule): a move changes nothing the run has computed, so the run is the run of its
-    final `max_steps`, which a rerun with `--max-steps` reproduces bit for bit. Once the decay has begun,
-    the end is fixed (a late drift moves the finish by the drift's share of the decay). A resumed run keeps
-    its checkpoint's steps."""
+class Budget:
+    """A new run's time budget: `minutes` of training, counted from `started` (`time.perf_counter()` when the
+    run began: its set-up and probe spend from it). `Budget.of` makes it, the one place that asks whether a
+    run has a budget (`TrainConfig.budget` was checked as the config was made: 0 is none, at most a year);
+    a resumed run has none, as it keeps the steps its checkpoint planned (`resumed_config`).
 
-    def __init__(self, probe: Probe, precision: str, dist, started: float, announce, save):
-        self.probe, self.precision, self.dist, self.started = probe, precision, dist, started
-        self.announce, self.save = announce, save  # announce(step, line, **details): the run's records
+    - `plan(cfg, probe, precision, dist)`: `cfg` with `max_steps` set to the steps, validations and
+      checkpoints that fit what is left once the set-up and the probe are done (the most any rank spent, so
+      that all plan the same run): its decay then ends when the time does;
+    - `replan(cfg, step, step_s)`: while the learning rate holds (`cooldown` < 1), the end moved at each log
+      line to what fits the rest at the rate of the run's latest steps. The probe's few steps can be wrong
+      for the rest of the run: a host whose speed drifts (by a third in minutes, on this project's
+      machines), or compiled steps faster than the probe's eager ones. The move is exact because every step
+      before the decay trains at max_lr whatever the end (warmup-stable-decay): a move changes nothing the
+      run has computed, so the run is the run of its final `max_steps`, which a rerun with `--max-steps`
+      reproduces bit for bit. Once the decay has begun, the end is fixed."""
+
+    def __init__(self, minutes: float, started: float):
+        self.minutes, self.started = minutes, started
+        self.probe = self.precision = self.dist = None  # set by `plan`
         self.planned = None  # the probe's plan (max_steps), for the line that fixes the end
         self.recent: list[float] = []  # the step seconds of the last log intervals
         self.windows = 0  # log intervals seen
         self.fixed = False
 
-    def __call__(self, cfg, step: int, step_s: float):
-        """`cfg` with the end that fits, after `step` steps, the latest of them `step_s` seconds each (this
-        rank's); called at the same steps on every rank, which all plan the same end."""
-        if self.fixed:
-            return cfg
-        self.planned = self.planned or cfg.max_steps
+    @classmethod
+    def of(cls, cfg, started: float) -> Budget | None:
+        "The budget of a new run of `cfg` begun at `started`, or None (`cfg.budget` 0: `max_steps` as given)."
+        if not cfg.budget:
+            return None
+        if cfg.decay_steps:  # the budget decides where the cosine ends: a second answer would contradict it
+            raise ConfigError("--budget sets where the learning-rate decay ends: leave --decay-steps at 0")
+        return cls(cfg.budget, started)
+
+    def left(self) -> float:
+        "Seconds of the budget left now (the least over the ranks)."
+        return self.minutes * 60 - _most_on_any_rank(self.dist, time.perf_counter() - self.started)
+
+    def plan(self, cfg, probe: Probe, precision: str, dist):
+        "`cfg` with the `max_steps` that fit the budget in `precision` at the probe's times (see the class)."
+        assert precision in probe.step_s, "a budget needs the probe's time of this precision"
+        self.probe, self.precision, self.dist = probe, precision, dist
+        left = self.left()
+        steps = steps_within(
+            left, probe, precision=precision, eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every
+        )
+        if steps < 1:
+            raise ConfigError(
+                f"a budget of {self.minutes:g} min fits no training step: the set-up took "
+                f"{self.minutes * 60 - left:.1f} s and a step takes {probe.step_s[precision]:.2f} s here"
+            )
+        self.planned = steps
+        return replace(cfg, max_steps=steps)
+
+    def replan(self, cfg, step: int, step_s: float):
+        """`(cfg, line)`: `cfg` with the end that fits, after `step` steps, the latest of them `step_s`
+        seconds each (this rank's); `line` says where the run ends once the decay has begun (else None).
+        Called at the same steps on every rank (its log lines), which all plan the same end."""
+        if self.fixed or cfg.cooldown >= 1:  # a whole-run cosine: every step depends on the end, none moves
+            return cfg, None
         if step > cfg.decay_start() or step >= cfg.max_steps:  # the decay has begun: say where the run ends
             self.fixed = True
-            self.save(cfg.to_dict())
-            self.announce(step, self._fixed_line(cfg), max_steps=cfg.max_steps, precision=self.precision)
-            return cfg
+            return cfg, self._fixed_line(cfg)
         if cfg.max_steps < cfg.warmup_steps:  # shorter than its warmup, whose slope then depends on the end
-            return cfg
+            return cfg, None
         self.windows += 1
         if self.windows > 1:  # the first interval is the run's first steps: they allocate and warm up
             self.recent = (self.recent + [step_s])[-REPLAN_WINDOWS:]
         if len(self.recent) < REPLAN_WINDOWS:
-            return cfg
+            return cfg, None
         rate = _most_on_any_rank(self.dist, statistics.median(self.recent))
-        left = cfg.budget * 60 - _most_on_any_rank(self.dist, time.perf_counter() - self.started)
         # this step's own validation and checkpoint, if it has them, come after this call
         pending = step % cfg.eval_every == 0, step % cfg.checkpoint_every == 0
-        left -= pending[0] * self.probe.eval_s + pending[1] * self.probe.save_s
+        left = self.left() - pending[0] * self.probe.eval_s - pending[1] * self.probe.save_s
         end = steps_within(
             left,
             replace(self.probe, step_s={self.precision: rate}),
@@ -370,11 +368,7 @@ class Replan:
         end = max(end, step + 1, cfg.warmup_steps)  # the warmup's slope stays the one its steps trained at
         while cfg.decay_start(end) < step:  # slower than the time left allows: the decay begins now
             end += 1
-        if end == cfg.max_steps:
-            return cfg
-        cfg = replace(cfg, max_steps=end)
-        self.save(cfg.to_dict())  # config.json says the run's end as it stands (its checkpoints do too)
-        return cfg
+        return (cfg if end == cfg.max_steps else replace(cfg, max_steps=end)), None
 
     def _fixed_line(self, cfg) -> str:
         line = (
@@ -405,8 +399,8 @@ def _most_on_every_rank(dist, values: list[float]) -> list[float]:
 def resumed_config(cfg, meta: dict):
     """`cfg` for a run that resumes from a checkpoint with metadata `meta`: a run planned by a budget keeps
     the budget, the steps and so the schedule its checkpoint holds (its start's plan, or the last move of
-    its end before the checkpoint: `Replan`), whatever budget the resuming command gives (or none: `train
-    start` without `--budget`), never a new plan from a new measurement."""
+    its end before the checkpoint: `Budget.replan`), whatever budget the resuming command gives (or none:
+    `train start` without `--budget`), never a new plan from a new measurement."""
     saved = meta.get("config") or {}
     if not saved.get("budget") or "max_steps" not in saved:
         return cfg
@@ -429,3 +423,27 @@ def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budge
             f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
         )
     return " | ".join(parts)
+
+
+def start_line(cfg, dist, training, resumed, compiled: str, peak: tuple[float, str]) -> str:
+    """What a run's first log line says: how it starts (`resumed`: the checkpoint's path, or None), the
+    model's size, where and how it computes (`compiled`: `gptlib.runtime.training_module`'s note), the peak
+    its MFU is measured against, and what its probe measured (the CPU's bf16/fp16 units, the step times) and
+    made of a budget."""
+    model, precision = training.model, training.precision
+    begun = f"new run (from the best checkpoint of {cfg.init_from})" if cfg.init_from else "new run"
+    line = (
+        f"{begun if resumed is None else f'resuming from {resumed.name}'} in {Path(cfg.out)} | "
+        f"{model.num_params(False):,d} parameters | {dist.device} x {dist.world_size} | "
+        f"{precision.name} ({precision.reason}) | {compiled} | "
+        f"{cfg.micro_batch * cfg.grad_accum * cfg.context * dist.world_size:,d} tokens/step | "
+        f"peak {peak[0] / 1e9:,.0f} GFLOP/s ({peak[1]})"
+    )
+    if training.probe is None:
+        return line
+    # auto's reason gives the times it chose on; a precision asked for, or a resume, gets them here
+    times = resumed is not None or cfg.precision != "auto"
+    plan = describe(
+        training.probe, precision.name, times=times, max_steps=cfg.max_steps, budget_min=cfg.budget
+    )
+    return f"{line} | {plan}" if plan else line

@@ -26,7 +26,12 @@ reads three keys of the metadata: `val_loss` (which checkpoint is best), and, to
   `save_checkpoint` and `prune` (the last few and the best kept; pruning never stops a run);
 - `MetricsLog`, `read_metrics`: the records, truncated to the resume step when a run continues;
 - reading a finished run: `list_checkpoints`, `read_checkpoint_meta`, `verify_checkpoint`,
-  `load_checkpoint`, `load_trained`.
+  `load_checkpoint`, `load_trained`;
+- resuming: `check_checkpoint` (whether a checkpoint belongs to the run that would continue from it: its
+  config but the fields marked `resumable`, the model, the tokenizer and shards it trained on, `run_inputs`,
+  the number of processes), `restore_state` (the weights, moments, scaler, generators and place in the
+  batches put back, each checked first), `resume_precision`; `init_from_run` (continued pretraining: another
+  run's best weights, the same tokenizer and shape required).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -54,7 +60,10 @@ from .files import (
     write_json,
 )
 from .model import GPT, GPTConfig
-from .tensorboard import TENSORBOARD_DIR
+from .optim import PRECISIONS
+from .runtime import set_rng_state
+from .shards import read_manifest
+from .tensorboard import EVENT_FILES, TENSORBOARD_DIR
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -70,6 +79,12 @@ __all__ = [
     "load_trained",
     "MetricsLog",
     "read_metrics",
+    "run_inputs",
+    "resume_precision",
+    "check_checkpoint",
+    "restore_state",
+    "check_moments",
+    "init_from_run",
 ]
 
 RUN_MARKER = "gptlib-run.json"
@@ -298,18 +313,18 @@ class RunFolder:
 
     def begin(self, tokenizer) -> None:
         """Start a new run: the checkpoints folder, a copy of the tokenizer (`tokenizer.save`), an empty log,
-        and no TensorBoard events of an earlier start that never reached a checkpoint (they are the run's
-        own, as its log is)."""
+        and no TensorBoard event files of an earlier start that never reached a checkpoint (they are the run's
+        own, as its log is; anything else in `tensorboard/` is the user's and stays, and a link is not
+        followed)."""
         if self.writer:
             self.checkpoints.mkdir(parents=True, exist_ok=True)
             tokenizer.save(self.path / "tokenizer")
             self.metrics.truncate_after(-1)
             events = self.path / TENSORBOARD_DIR
-            # renamed away first, as in pruning: a kill mid-delete leaves a temporary, removed at next start
-            if events.is_dir():
-                doomed = temporary_name(events)
-                rename(events, doomed)
-                shutil.rmtree(doomed)
+            if events.is_dir() and not events.is_symlink():
+                for path in events.glob(EVENT_FILES):
+                    if path.is_file() and not path.is_symlink():
+                        path.unlink()
 
     def save_config(self, config: dict) -> None:
         "The run's resolved config as `config.json`, for people and tools to read."
@@ -415,3 +430,132 @@ class MetricsLog:
 def read_metrics(run) -> list[dict]:
     "The records of `run/metrics.jsonl` (damaged lines skipped)."
     return _parse_lines(Path(run) / "metrics.jsonl")[0]
+
+
+# --- resuming: whether a checkpoint belongs to this run, and its state put back --------------------------
+
+
+def run_inputs(tokenizer, shards) -> dict:
+    """What a run trains on, as its checkpoints record it: the tokenizer's fingerprint and the key of the
+    shard folder `shards` (shards prepared again from changed inputs have another key)."""
+    return {"tokenizer_fingerprint": tokenizer.fingerprint(), "data_key": read_manifest(shards)["key"]}
+
+
+def resume_precision(requested: str, meta: dict | None) -> str:
+    """The precision to train in: `requested`, except that `auto` keeps the precision a resumed run began
+    in (its checkpoint `meta` records it). The start-up measurement can come out otherwise on a busy machine,
+    and a run that switched between bf16 and fp32 would not continue exactly."""
+    began_in = meta.get("precision") if meta is not None and requested == "auto" else None
+    return began_in if began_in in PRECISIONS and began_in != "auto" else requested
+
+
+def check_checkpoint(meta: dict, cfg, dist, inputs: dict) -> None:
+    """Refuse a checkpoint (its metadata `meta`) made by another run than `cfg` (a `gptlib.train.TrainConfig`)
+    in `dist`'s processes on `inputs` (`run_inputs`), naming the difference: a config field not marked
+    `resumable`, the end of the learning-rate decay, the model, the tokenizer, the shards or the number of
+    processes. A resume that went on regardless would not continue this run: it would start another one
+    from the middle."""
+    if not isinstance(meta.get("config"), dict):
+        raise CheckpointError("the checkpoint records no training config: it was not saved by gptlib.train")
+    _check_config(cfg, meta["config"])
+    saved_model = meta.get("model_config")  # the model the weights were saved from
+    if not isinstance(saved_model, dict):
+        raise CheckpointError("the checkpoint records no model config: it was not saved by gptlib.train")
+    # a field the checkpoint does not record is newer than the run, which ran with its default
+    saved_model = {**GPTConfig().to_dict(), **saved_model}
+    if saved_model != cfg.model_config().to_dict():
+        raise CheckpointError(
+            f"the checkpoint's model {saved_model} differs from {cfg.model_config().to_dict()}"
+        )
+    if meta.get("tokenizer_fingerprint") != inputs["tokenizer_fingerprint"]:  # other ids for the same text
+        raise CheckpointError("the checkpoint was trained with a different tokenizer (fingerprints differ)")
+    # shards made again from changed inputs have another key: their batches are not the ones trained on
+    if None not in (meta.get("data_key"), inputs["data_key"]) and meta["data_key"] != inputs["data_key"]:
+        raise CheckpointError(
+            "the checkpoint was trained on other shards: they were prepared again since (from "
+            "changed inputs), so the run cannot resume exactly; use another `out` folder"
+        )
+    # each rank saved its own generators and place in the batches: another number of ranks has no state
+    if meta.get("world_size") != dist.world_size:
+        raise CheckpointError(
+            f"the checkpoint was saved by {meta.get('world_size')} processes, this run has {dist.world_size}"
+        )
+
+
+def _check_config(cfg, saved: dict) -> None:
+    """Refuse to continue a run saved with config `saved` (its `to_dict()`) when `cfg` would compute something
+    else: a field that is not `resumable` differs, or the cosine would end at another step. Past the cosine's
+    end a run trains at min_lr, so it may grow longer without changing its past."""
+    resumable = set(cfg.names(resumable=True))
+    now = cfg.to_dict()  # paths as strings, as the saved config has them
+    # a field the checkpoint does not record is newer than the run, which ran with its default
+    saved = {**{f.name: f.default for f in fields(cfg)}, **saved}
+    different = sorted(k for k, v in now.items() if k not in resumable and saved.get(k) != v)
+    if different:
+        details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in different)
+        raise CheckpointError(
+            f"the checkpoint was made with a different configuration ({details}); "
+            "use another `out` folder for a new run"
+        )
+    # the learning rate of every step to come depends on where the cosine ends, not on max_steps
+    end, saved_end = cfg.decay_steps or cfg.max_steps, saved.get("decay_steps") or saved.get("max_steps")
+    if end != saved_end:
+        raise CheckpointError(
+            f"max_steps {cfg.max_steps} would move the end of the learning-rate decay from "
+            f"step {saved_end} to {end}; to train longer on the same schedule pass "
+            f"--decay-steps {saved_end} (the steps after it run at min_lr)"
+        )
+
+
+def restore_state(training, dist, path: Path, meta: dict) -> None:
+    """Continue from checkpoint `path` (its files verified) in `training` (a `gptlib.train.Training`): the
+    weights, the optimizer's moments, the loss scaler, this rank's random generators and its place in the
+    batches. The next step is then exactly the one the saved run would have taken. What `state.pt` holds is
+    checked first, not trusted because its checksum matches: the checksum only says the file is the one
+    recorded, not that it belongs here."""
+    _, state = load_checkpoint(path, training.model, meta=meta)  # weights into the raw model, which the
+    try:  # compiled and DDP wrappers share (they are made after this)
+        if state["step"] != meta["step"]:  # the state.pt of another checkpoint
+            raise CheckpointError(f"{path / 'state.pt'} is of step {state['step']}, not {meta['step']}")
+        check_moments(training.optimizer, state["optimizer"])
+        mine = state["ranks"][dist.rank]
+        if mine["loader"]["seed"] != training.loader.seed:  # the state.pt of a run with another seed
+            raise CheckpointError(f"{path / 'state.pt'} holds the batches of seed {mine['loader']['seed']}")
+        training.optimizer.load_state_dict(state["optimizer"])  # AdamW's moments and its step counts
+        training.scaler.load_state_dict(state["scaler"])  # fp16's scale, and the steps since it last grew
+        set_rng_state(mine["rng"])  # dropout goes on with the numbers the saved run would have drawn
+        training.loader.load_state_dict(mine["loader"])  # the batch after the last one the saved run read
+    except (KeyError, IndexError, TypeError, AttributeError) as e:  # not the state of a run at all
+        raise CheckpointError(f"{path / 'state.pt'} is not the state of a run like this one ({e!r})") from e
+
+
+def check_moments(optimizer: torch.optim.Optimizer, saved: dict) -> None:
+    """Refuse optimizer moments of another shape than the parameters they belong to: torch does not check
+    them, and AdamW's kernels would read past the end of a tensor (a crash, or garbage)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for index, moments in saved["state"].items():
+        for name, value in moments.items():  # exp_avg, exp_avg_sq: the parameter's shape; step: a scalar
+            if value.dim() > 0 and (index >= len(params) or value.shape != params[index].shape):
+                raise CheckpointError(f"the optimizer's {name} of parameter {index} has another shape")
+
+
+def init_from_run(model: GPT, source, tokenizer: Tokenizer) -> dict:
+    """Load the weights of run `source`'s best checkpoint into `model`; return that checkpoint's metadata.
+    It must have been trained with the same tokenizer (the same ids for the same text, or the embeddings
+    would mean nothing) and be a model of the same shape: every `GPTConfig` field but the dropouts, which
+    are how a model trains, not what it is."""
+    trained, its_tokenizer, meta = load_trained(source, "best")  # checked: files, checksums, tokenizer
+    if its_tokenizer.fingerprint() != tokenizer.fingerprint():
+        raise CheckpointError(
+            f"--init-from {source}: it was trained with another tokenizer; continued pretraining needs the "
+            f"same ids, so make this run's shards with {Path(source) / 'tokenizer'}"
+        )
+    shape, its_shape = (
+        {k: v for k, v in config.to_dict().items() if "dropout" not in k}
+        for config in (model.config, trained.config)
+    )
+    if shape != its_shape:
+        different = ", ".join(f"{k} {its_shape[k]} vs {shape[k]}" for k in shape if shape[k] != its_shape[k])
+        raise CheckpointError(f"--init-from {source}: its model has another shape ({different} here)")
+    model.load_state_dict(trained.state_dict())  # copied into the parameters the optimizer already holds
+    return meta

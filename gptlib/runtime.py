@@ -245,11 +245,11 @@ def training_module(model, dist: Distributed, precision, *, compile: bool = Fals
 
 
 class StopRequest:
-    """Turns SIGINT and SIGTERM into a flag the training loop checks after each step (main thread only).
-    A second Ctrl-C does not wait for the step (set-up and the probe take seconds before the first one): it
-    raises KeyboardInterrupt, and the run resumes from its last checkpoint, which a checkpoint's atomic
-    write leaves whole. `exit_code` is the shell's convention for the signal: 130 for SIGINT, 143 for
-    SIGTERM."""
+    """Turns SIGINT and SIGTERM into a flag the training loop checks after each step (main thread only; the
+    processes of a torchrun group agree on it at the next step they all log, validate or save). A second
+    Ctrl-C does not wait for the step (set-up and the probe take seconds before the first one): it raises
+    KeyboardInterrupt, and the run resumes from its last checkpoint, which a checkpoint's atomic write leaves
+    whole. The command line exits with the shell's code for the signal (`cli._shared.signal_exit_code`)."""
 
     def __init__(self):
         self.signal = None
@@ -267,10 +267,6 @@ class StopRequest:
         if signum == signal.SIGINT:
             print("stopping after this step (Ctrl-C again: now, without its checkpoint)", file=sys.stderr)
         self.signal = signal.Signals(signum).name
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + signal.Signals[self.signal].value if self.signal else 0
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():

@@ -39,6 +39,7 @@ from .files import (
     replace_folder,
     sha256_bytes,
     sha256_file,
+    temporary_of,
     write_json,
 )
 
@@ -266,11 +267,13 @@ def finished(out, key: str) -> dict | None:
 # Where a preparation (named after its key) or an import builds its splits, inside the shard folder: on the
 # same file system, so that publishing is a rename.
 _WORK_FOLDER = re.compile(r"\.work-([0-9a-f]{16}|import)")
-# Every name gptlib itself may leave at the top of a shard folder (a temporary one included).
-_OWN_NAME = re.compile(
-    rf"manifest\.json|permutation\.npy|train|val|\.lock|{_WORK_FOLDER.pattern}"
-    r"|\.(manifest\.json|permutation\.npy|train|val)\.tmp-\d+-[0-9a-f]{8}"
-)
+# Every name gptlib itself may leave at the top of a shard folder (and their temporaries: `temporary_of`).
+_OWN_NAME = re.compile(rf"manifest\.json|permutation\.npy|train|val|\.lock|{_WORK_FOLDER.pattern}")
+
+
+def _own(name: str) -> bool:
+    "Whether `name`, at the top of a shard folder, is one gptlib writes there (or a temporary of one)."
+    return bool(_OWN_NAME.fullmatch(name) or _OWN_NAME.fullmatch(temporary_of(name) or "\0"))
 
 
 def refuse_strangers(out: Path) -> None:
@@ -292,7 +295,7 @@ def refuse_strangers(out: Path) -> None:
         else ()
     )
     if not manifest and out.exists():
-        found += [p.name for p in sorted(out.iterdir()) if not _OWN_NAME.fullmatch(p.name)]
+        found += [p.name for p in sorted(out.iterdir()) if not _own(p.name)]
     for split in SPLITS:  # (a file named like a split folder is refused by replace_folder, without harm)
         folder = out / split
         for path in sorted(folder.iterdir()) if folder.is_dir() else []:

@@ -17,9 +17,8 @@ from gptlib.cli import main as cli_main
 from gptlib.config import ConfigError
 from gptlib.optim import lr_at
 from gptlib.probe import (
+    Budget,
     Probe,
-    Replan,
-    budget_config,
     precisions_to_time,
     recorded,
     run_cost,
@@ -83,14 +82,11 @@ def test_a_budget_is_refused_where_it_fits_no_step_or_contradicts_decay_steps(sm
     import time
 
     with pytest.raises(ConfigError, match="fits no training step"):
-        budget_config(
-            tiny(small_data, tmp_path, budget=0.01), probe, "fp32", ONE_PROCESS, time.perf_counter()
-        )
+        cfg = tiny(small_data, tmp_path, budget=0.01)
+        Budget.of(cfg, time.perf_counter()).plan(cfg, probe, "fp32", ONE_PROCESS)
     with pytest.raises(ConfigError, match="decay-steps"):
-        cfg = tiny(small_data, tmp_path, budget=5.0, decay_steps=40)
-        budget_config(cfg, probe, "fp32", ONE_PROCESS, time.perf_counter())
-    without = tiny(small_data, tmp_path)
-    assert budget_config(without, None, "fp32", ONE_PROCESS, 0.0) is without  # no budget: max_steps stays
+        Budget.of(tiny(small_data, tmp_path, budget=5.0, decay_steps=40), time.perf_counter())
+    assert Budget.of(tiny(small_data, tmp_path), 0.0) is None  # no budget: max_steps as given
 
 
 def test_what_is_timed_depends_on_what_must_be_decided(monkeypatch):
@@ -332,6 +328,12 @@ class Clock:
         return self.now
 
 
+def planned(budget: Budget, probe: Probe, precision: str, steps: int) -> Budget:
+    "`budget` as `Budget.plan` leaves it, for a plan of `steps` steps made from `probe` in one process."
+    budget.probe, budget.precision, budget.dist, budget.planned = probe, precision, ONE_PROCESS, steps
+    return budget
+
+
 def test_a_replan_moves_the_end_to_what_fits_while_the_rate_holds(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(gptlib.probe, "time", clock)
@@ -340,13 +342,16 @@ def test_a_replan_moves_the_end_to_what_fits_while_the_rate_holds(monkeypatch):
         "tiny", budget=1.0, max_steps=500, warmup_steps=5, cooldown=0.25, eval_every=100, checkpoint_every=100
     )
     said, saved = [], []
-    plan = Replan(
-        probe, "bf16", ONE_PROCESS, clock.now, announce=lambda *a, **k: said.append((a, k)), save=saved.append
-    )
+    plan = planned(Budget(1.0, clock.now), probe, "bf16", 500)
 
     def log_line(cfg, step, step_s):  # the loop's call, `step_s` seconds a step since the last one
         clock.now += 10 * step_s
-        return plan(cfg, step, step_s)
+        moved, line = plan.replan(cfg, step, step_s)
+        if moved is not cfg or line:  # what the loop does with it: config.json, and a line at the decay
+            saved.append(moved.to_dict())
+        if line:
+            said.append(((step, line), {"max_steps": moved.max_steps, "precision": "bf16"}))
+        return moved
 
     # steps twice as fast as the probe's: the first interval is left out, the next five set the rate
     for step in range(10, 60, 10):
@@ -380,14 +385,14 @@ def test_a_replan_past_the_time_begins_the_decay_at_once(monkeypatch):
     monkeypatch.setattr(gptlib.probe, "time", clock)
     probe = Probe(step_s={"fp32": 0.1}, eval_s=0.0, save_s=0.0, precisions=("fp32",))
     cfg = TrainConfig.preset("tiny", budget=0.5, max_steps=300, warmup_steps=5, cooldown=0.5)
-    plan = Replan(probe, "fp32", ONE_PROCESS, clock.now, announce=lambda *a, **k: None, save=lambda c: None)
+    plan = planned(Budget(0.5, clock.now), probe, "fp32", 300)
     for step in range(10, 60, 10):
-        plan(cfg, step, 0.1)
+        plan.replan(cfg, step, 0.1)
     clock.now += 3600.0  # an hour past the budget
-    late = plan(cfg, 60, 0.1)
+    late, _ = plan.replan(cfg, 60, 0.1)
     assert late.decay_start() == 60  # the steps taken stay at max_lr; the rest is the decay
     short = replace(cfg, max_steps=3)  # shorter than its warmup: its warmup's slope is its end's
-    assert plan(short, 2, 0.1) is short
+    assert plan.replan(short, 2, 0.1) == (short, None)
 
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -464,13 +469,13 @@ def test_run_hands_its_budget_to_the_pipeline(monkeypatch, shakespeare_texts):
     asked = []
 
     def run_pipeline(preset, **kwargs):
-        asked.append((preset, kwargs["overrides"]))
+        asked.append((preset, kwargs["config"]))
         raise GptlibError("stop here")  # the stages themselves are the pipeline's tests
 
     monkeypatch.setattr(gptlib.cli.run, "run_pipeline", run_pipeline)
     assert cli_main(["run", "--budget", "8"]) == 2
     assert cli_main(["run", "--preset", "tiny"]) == 2
-    assert asked == [("cpu", {"budget": 8.0}), ("tiny", {})]
+    assert asked == [("cpu", TrainConfig.preset("cpu", budget=8.0)), ("tiny", TrainConfig.preset("tiny"))]
 
 
 @pytest.mark.slow

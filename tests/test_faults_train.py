@@ -5,6 +5,7 @@ Every error is one `error: ...` line and exit code 2; a run that can go on, goes
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -296,13 +297,14 @@ def test_a_signal_saves_a_checkpoint_and_exits_with_the_shells_code(small_data, 
 
 
 def test_a_second_ctrl_c_stops_at_once_where_the_first_waits_for_the_step(capsys):
+    from gptlib.cli._shared import signal_exit_code
     from gptlib.runtime import StopRequest
 
     before = signal.getsignal(signal.SIGINT)
     with StopRequest() as stop:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.1)  # the handler runs in this thread, between two bytecodes
-        assert stop.signal == "SIGINT" and stop.exit_code == 130, "the first one only asks"
+        assert stop.signal == "SIGINT" and signal_exit_code(stop.signal) == 130, "the first one only asks"
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)
@@ -360,8 +362,13 @@ def test_a_loss_that_is_no_longer_finite_stops_the_run_and_no_checkpoint_of_it_i
     run = tmp_path / "run"
     result = gptlib("train", "start", *flags(small_data, run, max_lr=1e30, checkpoint_every=1, eval_every=1))
     message = one_error_line(result, "training diverged (max_lr=1e+30 too high?)")
-    step = int(re.match(r"error: the training loss of step (\d+) is (nan|inf|-inf):", message).group(1))
-    assert [r["step"] for r in read_metrics(run) if r["kind"] == "train"] == list(range(1, step))
+    found = re.match(r"error: the (training|validation) loss of step (\d+) is (nan|inf|-inf):", message)
+    which, step = found.group(1), int(found.group(2))
+    logged = [r for r in read_metrics(run) if r["kind"] != "event"]
+    # a step whose training loss is finite is logged before its validation; nothing of a non-finite one is
+    last_logged = step if which == "validation" else step - 1
+    assert [r["step"] for r in logged if r["kind"] == "train"] == list(range(1, last_logged + 1))
+    assert all(math.isfinite(r.get("loss", r.get("val_loss"))) for r in logged), logged
     assert len(list_checkpoints(run)) == step - 1, "a checkpoint of every finite step, none of the last"
     for checkpoint in list_checkpoints(run):
         weights = load_file(checkpoint / "model.safetensors")

@@ -23,7 +23,7 @@ import torch
 import gptlib.pipeline
 from gptlib.cli import main
 from gptlib.data import DataConfig, open_split, prepare, split_documents
-from gptlib.model import GPT
+from gptlib.model import GPT, sample_text
 from gptlib.pipeline import (
     PROMPT_CHARS,
     VAL_FRACTION,
@@ -35,10 +35,10 @@ from gptlib.pipeline import (
     held_out_prompt,
     prepare_data,
 )
-from gptlib.run_folder import CheckpointError, RunFolder, load_trained, read_metrics
+from gptlib.run_folder import CheckpointError, RunFolder, init_from_run, load_trained, read_metrics
 from gptlib.shards import ShardError
 from gptlib.tokenizer import Tokenizer
-from gptlib.train import TrainConfig, init_from_run, sample_text, train
+from gptlib.train import TrainConfig, train
 
 # Sentences in scripts and languages a byte-level BPE must carry through untouched: accents, ß, Cyrillic,
 # Greek, Chinese, Japanese, Arabic (right to left), Devanagari, emoji with skin tones, flags and joiners.

@@ -19,6 +19,7 @@ import torch
 from gptlib.cli import config_from_args, train_parser
 from gptlib.config import ConfigError
 from gptlib.data import read_manifest
+from gptlib.model import sample_text
 from gptlib.pipeline import run_pipeline
 from gptlib.run_folder import (
     CheckpointError,
@@ -26,9 +27,10 @@ from gptlib.run_folder import (
     load_trained,
     read_checkpoint_meta,
     read_metrics,
+    resume_precision,
 )
 from gptlib.runtime import compile_or_fallback
-from gptlib.train import TrainConfig, evaluate, run_precision, sample_text, train, train_step
+from gptlib.train import TrainConfig, evaluate, train, train_step
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -508,10 +510,8 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
     first = train(cfg, until_step=4, log=None, progress=False)
     meta = read_checkpoint_meta(list_checkpoints(cfg.out)[-1])
     assert meta["precision"] == "bf16"
-    assert (
-        run_precision(cfg, meta) == "bf16" and run_precision(replace(cfg, precision="fp32"), meta) == "fp32"
-    )
-    assert run_precision(cfg, None) == "auto"
+    assert resume_precision("auto", meta) == "bf16" and resume_precision("fp32", meta) == "fp32"
+    assert resume_precision("auto", None) == "auto"
     monkeypatch.setattr(
         gptlib.probe, "time_steps", lambda steps, most: {"fp32": 0.1, "bf16": 0.3}
     )  # now slow
@@ -522,3 +522,32 @@ def test_a_resumed_auto_run_keeps_the_precision_it_began_in(small_data, tmp_path
         replace(cfg, out=str(tmp_path / "reference"), precision="bf16"), log=None, progress=False
     )
     assert losses(second) == losses(reference) and len(losses(first)) == 4
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_the_loop_reads_the_device_at_its_log_lines_not_at_every_step(
+    small_data, tmp_path, monkeypatch, compile
+):
+    """A GPU runs a step's kernels after the call returns; each read of a tensor's value on the host waits for
+    them, so a read per step would keep the GPU from queueing the next step behind this one. Counted on the
+    CPU, where every read goes through the same three methods: 40 more steps at the same log interval cost
+    the reads of their 2 log lines (loss, gradient norm, the divergence check), not one or more a step."""
+    counts = {"reads": 0}
+    for name in ("item", "tolist", "__bool__"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _real=real, **kwargs):
+            counts["reads"] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+    def reads(steps: int) -> int:
+        counts["reads"], out = 0, tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+        cfg = tiny(small_data, out, max_steps=steps, log_every=20, compile=compile)
+        train(replace(cfg, eval_every=1000, checkpoint_every=1000), log=None, progress=False)
+        return counts["reads"]
+
+    reads(40)  # warm: compiling reads values as it traces, once per process
+    forty, eighty = reads(40), reads(80)
+    assert 0 < eighty - forty <= 10, (forty, eighty)

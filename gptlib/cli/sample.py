@@ -15,9 +15,9 @@ import argparse
 import sys
 
 from gptlib.config import parse_path
+from gptlib.model import sample_text
 from gptlib.run_folder import load_trained
 from gptlib.runtime import resolve_device
-from gptlib.train import sample_text
 
 from ._shared import integer, number
 

@@ -159,7 +159,8 @@ def train_your_gpt(
     training and a sample, each of the learner's pieces where it passed its check. The one validation, at
     the end, scores `eval_batches` batches of the held-out plays (0: all of them). `log(line)` says what
     each stage made."""
-    from gptlib.train import TrainConfig, sample_text
+    from gptlib.model import sample_text
+    from gptlib.train import TrainConfig
 
     started, work = time.perf_counter(), Path(work)
     work.mkdir(parents=True, exist_ok=True)
