@@ -205,7 +205,11 @@ def pipeline_run(seed: int, budget_min: float, work: Path, fields: dict | None =
 def _pipeline_run_here(seed: int, budget_min: float, work: Path, fields: dict) -> dict:
     started = time.perf_counter()
     summary = run_pipeline(
-        "cpu", root=work, overrides={**fields, "budget": budget_min, "seed": seed}, log=None, progress=False
+        "cpu",
+        root=work,
+        config=TrainConfig.preset("cpu", **fields, budget=budget_min, seed=seed),
+        log=None,
+        progress=False,
     )
     run = Path(summary["run"])
     return {

@@ -19,6 +19,7 @@ dataclass that inherits `Config` and declares each field with `opt(default, help
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import numbers
 import types
@@ -104,7 +105,10 @@ def parse_path(text: str) -> Path:
     return Path(text)
 
 
-_MARKS = {"resumable": False, "compared": True}  # a field declared without `opt` has the defaults
+# a field declared without `opt` has `opt`'s defaults
+_MARKS = {
+    k: p.default for k, p in inspect.signature(opt).parameters.items() if k in ("resumable", "compared")
+}
 _PARSERS = {bool: parse_bool, Path: parse_path, str: parse_text}  # other kinds (int, float) parse themselves
 
 
@@ -119,11 +123,15 @@ def _kind(annotation) -> tuple[type, bool]:
 
 def _group_of(cls, name: str) -> tuple[str, str | None]:
     """The heading of field `name`'s flag group, from the first line of the docstring of the class in `cls`'s
-    ancestry that declares the field (a config made of groups, as `TrainConfig` is, shows them): its words
-    before the first colon, and those after it as the group's description."""
-    owner = next(k for k in reversed(cls.__mro__) if name in vars(k).get("__annotations__", {}))
-    title, _, description = (owner.__doc__ or owner.__name__).strip().splitlines()[0].partition(": ")
-    return title, description or None
+    ancestry that declares the field (a config made of groups, as `TrainConfig` is, shows them). A line that
+    opens with a one-word name and a colon ("data: the shards, ...") gives the title and the description;
+    any other line is the description of a group titled with the class's name."""
+    owner = next(k for k in reversed(cls.__mro__) if name in inspect.get_annotations(k))  # its own fields
+    line = (owner.__doc__ or "").strip().splitlines()[0] if owner.__doc__ else ""
+    title, colon, description = line.partition(": ")
+    if colon and title.isidentifier():
+        return title, description
+    return owner.__name__, line or None
 
 
 class Config:

@@ -5,6 +5,7 @@ drawing them is tqdm and matplotlib bookkeeping (imported only when something is
 
 - `log_line(record)`: one line of text for a record of `gptlib.train.train` (train, val or event);
 - `progress_bar(total, initial)`: a terminal progress bar, or None where none can be shown;
+- `schedule_of(history)`: a run's `max_steps` and precision, as its records last said them;
 - `draw_history(fig, history, references, band)`: loss (train and validation, reference losses, the gap,
   and the expected band of `gptlib.expected` shaded behind them), learning rate, gradient norm, and the
   loss scale (where a scaler runs) or the throughput;
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from .files import atomic_write
 
-__all__ = ["log_line", "progress_bar", "draw_history", "save_plots", "LivePlot"]
+__all__ = ["log_line", "progress_bar", "schedule_of", "draw_history", "save_plots", "LivePlot"]
 
 
 def log_line(record: dict) -> str:
@@ -101,12 +102,20 @@ def draw_history(fig, history: list[dict], references: dict[str, float] | None =
     fig.tight_layout()
 
 
+def schedule_of(history: list[dict]) -> tuple[int | None, str | None]:
+    """`(max_steps, precision)` of a run, from its records: the last event that says them, a start's
+    (`gptlib.train.train`) or the one that fixes a budget's end (`gptlib.probe.Budget.replan`); `(None, None)`
+    before the run has started."""
+    for record in reversed(history):
+        if record.get("kind") == "event" and "max_steps" in record:
+            return record["max_steps"], record.get("precision")
+    return None, None
+
+
 def _shade_band(ax, history: list[dict], band) -> None:
     """The band's train and validation loss envelopes, shaded in the colours of their curves, turned from
     fractions of the schedule into this run's steps (its last record that says its max_steps); nothing before
     the run has started."""
-    from .expected import schedule_of  # imported here: drawing needs it, importing display does not
-
     max_steps, _ = schedule_of(history)
     if max_steps is None:
         return

@@ -31,6 +31,7 @@ from bisect import bisect_left
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .display import schedule_of  # the run's schedule, as its records say it
 from .files import DocumentError, read_json_document, write_json
 from .optim import cpu_features
 from .train import TrainConfig
@@ -43,7 +44,6 @@ __all__ = [
     "cpu_kind",
     "load_bands",
     "band_for",
-    "schedule_of",
     "train_curve",
     "make_band",
     "save_bands",
@@ -181,16 +181,6 @@ def band_for(
 
 
 # --- reading a history ------------------------------------------------------------------------------------
-
-
-def schedule_of(history: list[dict]) -> tuple[int | None, str | None]:
-    """`(max_steps, precision)` of a run, from its records: the last event that says them, a start's
-    (`gptlib.train.train`) or the one that fixes a budget's end (`gptlib.probe.Budget.replan`); `(None, None)`
-    before the run has started."""
-    for record in reversed(history):
-        if record.get("kind") == "event" and "max_steps" in record:
-            return record["max_steps"], record.get("precision")
-    return None, None
 
 
 def train_curve(history: list[dict], max_steps: int, grid: int = GRID) -> tuple[list[float], list[float]]:

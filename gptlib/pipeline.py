@@ -46,7 +46,7 @@ from .display import save_plots
 from .expected import place
 from .files import atomic_write, sha256_bytes, write_json
 from .loader import eval_batches
-from .model import GPT, sample_text
+from .model import GPT, param_counts, sample_text
 from .optim import choose_precision
 from .quality import TrainingText, reference_losses, sample_quality
 from .run_folder import CheckpointError, init_from_run, load_trained, read_metrics
@@ -64,6 +64,7 @@ __all__ = [
     "corpus_name",
     "held_out_fraction",
     "held_out_prompt",
+    "tokens_per_parameter",
     "PreparedData",
     "prepare_tokenizer",
     "prepare_shards",
@@ -384,6 +385,18 @@ def _passes(cfg: TrainConfig, train_tokens: int) -> str:
     return line
 
 
+def tokens_per_parameter(cfg: TrainConfig, train_tokens: int) -> str:
+    """The training text's tokens per model parameter, in words: Chinchilla's compute-optimal runs read about
+    20 (Hoffmann et al. 2022); far fewer, and passes over the same text soon teach the model the text itself
+    rather than the language (the validation loss turns up while the training loss falls)."""
+    params = sum(param_counts(cfg.model_config()).values())
+    ratio = train_tokens / params
+    line = f"{train_tokens:,d} training tokens for {params:,d} parameters: {ratio:.2g} tokens per parameter"
+    return line + (
+        " (Chinchilla's runs read about 20: this text is small for this model)" if ratio < 2 else ""
+    )
+
+
 def run_pipeline(
     preset: str = "cpu",
     *,
@@ -391,7 +404,6 @@ def run_pipeline(
     corpus: str = "shakespeare",
     prompt: str | None = None,
     sample_tokens: int = 300,
-    overrides: dict | None = None,
     config: TrainConfig | None = None,
     tensorboard: bool = False,
     log=print,
@@ -400,15 +412,14 @@ def run_pipeline(
 ) -> dict:
     """The main job: corpus -> tokenizer -> shards -> training (resumed if interrupted) -> a sample and
     plots, everything under `root` (default `gptlib.corpus.data_dir()`). Finished stages are reused.
-    `prompt` None: `PROMPT` for Shakespeare, else `held_out_prompt`. `overrides` are TrainConfig fields over
-    the preset (e.g. `{"budget": 8.0}`: minutes of training), or `config` the preset's config made already
-    (the command line's, checked before any stage). `tensorboard`: the run's scalars also as
-    TensorBoard events (`TrainingEvents`). Returns a summary, with the run placed against its expected band
-    (`gptlib.expected`)."""
+    `prompt` None: `PROMPT` for Shakespeare, else `held_out_prompt`. `config` is the run's TrainConfig
+    (default: the preset `preset`, which also names the run folder), e.g. `TrainConfig.preset("cpu",
+    budget=8.0)`. `tensorboard`: the run's scalars also as TensorBoard events (`TrainingEvents`). Returns a
+    summary, with the run placed against its expected band (`gptlib.expected`)."""
     started = time.perf_counter()
     say = log or (lambda line: None)
     root = Path(root) if root is not None else data_dir()
-    cfg = config if config is not None else TrainConfig.preset(preset, **(overrides or {}))
+    cfg = config if config is not None else TrainConfig.preset(preset)
     data = prepare_data(corpus, cfg.vocab_size, root, context=cfg.context, log=log, progress=progress)
     tokenizer, tok_dir, shards, name = data.tokenizer, data.tokenizer_dir, data.shards, data.name
     run = root / "runs" / f"{name}-{preset}"
@@ -419,6 +430,7 @@ def run_pipeline(
     events = TrainingEvents(run) if tensorboard else None  # checked before training: TensorBoard installed
     say(f"== training the {preset!r} preset in {run}")
     say(f"   {_passes(cfg, data.manifest['splits']['train']['n_tokens'])}")
+    say(f"   {tokens_per_parameter(cfg, data.manifest['splits']['train']['n_tokens'])}")
     try:
         history = train(cfg, callback=_each(callback, events), log=log, progress=progress)
     except CheckpointError as e:  # e.g. the corpus was edited since this run began

@@ -39,13 +39,14 @@ import torch
 
 from .errors import ConfigError
 from .files import temporary_name
-from .optim import CPU_UNITS, choose_precision, cpu_features
+from .optim import CPU_UNITS, _tensor_cores, choose_precision, cpu_features  # one rule for tensor cores
 from .run_folder import save_checkpoint
 
 __all__ = [
     "Probe",
     "WARMUP_STEPS",
     "TIMED_STEPS",
+    "hardware_features",
     "precisions_to_time",
     "time_steps",
     "measure",
@@ -75,7 +76,7 @@ class Probe:
     ranks of a torchrun group, so that every rank plans the same run)."""
 
     step_s: dict[str, float]  # one optimizer step (all its micro-batches), per precision timed: the median
-    features: tuple[str, ...] = ()  # the CPU's bf16/fp16 units (`gptlib.optim.cpu_features`)
+    features: tuple[str, ...] = ()  # the CPU's bf16/fp16 units, or a GPU's name and tensor cores
     eval_s: float = 0.0  # one validation of `eval_batches` batches (every window when 0); 0: not timed
     save_s: float = 0.0  # one checkpoint written; 0: not timed
     precisions: tuple[str, ...] = ()  # the order the precisions were timed in
@@ -99,6 +100,18 @@ class Probe:
 def recorded(meta: dict) -> Probe | None:
     "The probe a checkpoint's metadata `meta` recorded, or None (a run that needed none, or saved before)."
     return Probe.from_dict(meta["probe"]) if isinstance(meta.get("probe"), dict) else None
+
+
+def hardware_features(device) -> tuple[str, ...]:
+    """What the first log line names of the hardware the steps were timed on: a CPU's bf16/fp16 units
+    (`gptlib.optim.cpu_features`), a CUDA GPU's name and 16-bit tensor cores (the ones `choose_precision`
+    decides by), nothing elsewhere."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return cpu_features()
+    if device.type == "cuda":
+        return (torch.cuda.get_device_name(device), *_tensor_cores(device))
+    return ()
 
 
 def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
@@ -188,7 +201,7 @@ def measure(cfg, dist, budget: Budget | None, *, build, folder) -> Probe | None:
                 training.loader.close()  # worker processes, if the run reads with them
     return Probe(
         step_s=step_s,
-        features=cpu_features() if device.type == "cpu" else (),
+        features=hardware_features(device),
         eval_s=eval_s,
         save_s=save_s,
         precisions=tuple(precisions),
@@ -285,20 +298,23 @@ REPLAN_WINDOWS = 5  # log intervals whose step times set a re-plan's rate: their
 
 class Budget:
     """A new run's time budget: `minutes` of training, counted from `started` (`time.perf_counter()` when the
-    run began: its set-up and probe spend from it). `Budget.of` makes it, the one place that asks whether a
-    run has a budget (`TrainConfig.budget` was checked as the config was made: 0 is none, at most a year);
-    a resumed run has none, as it keeps the steps its checkpoint planned (`resumed_config`).
+    run began: its set-up and probe spend from it). `Budget.of` makes it: where a run's start asks whether it
+    has a budget (`TrainConfig.budget`, checked as the config was made: 0 is none, at most a year). A resumed
+    run has none: it keeps the steps its checkpoint planned (`resumed_config`).
 
     - `plan(cfg, probe, precision, dist)`: `cfg` with `max_steps` set to the steps, validations and
       checkpoints that fit what is left once the set-up and the probe are done (the most any rank spent, so
       that all plan the same run): its decay then ends when the time does;
-    - `replan(cfg, step, step_s)`: while the learning rate holds (`cooldown` < 1), the end moved at each log
-      line to what fits the rest at the rate of the run's latest steps. The probe's few steps can be wrong
+    - `replan(cfg, step, step_s)`: while no step already taken depends on the end (through the warmup, and
+      the hold at max_lr when `cooldown` < 1), the end moved at each log line to what fits the rest at the
+      rate of the run's latest steps. The probe's few steps can be wrong
       for the rest of the run: a host whose speed drifts (by a third in minutes, on this project's
       machines), or compiled steps faster than the probe's eager ones. The move is exact because every step
       before the decay trains at max_lr whatever the end (warmup-stable-decay): a move changes nothing the
       run has computed, so the run is the run of its final `max_steps`, which a rerun with `--max-steps`
-      reproduces bit for bit. Once the decay has begun, the end is fixed."""
+      reproduces bit for bit. Once the decay has begun, the end is fixed. The warmup's steps do not depend
+      on the end either, so a whole-run cosine (`cooldown` 1) re-plans too, at the last log line of its
+      warmup, from the intervals it has."""
 
     def __init__(self, minutes: float, started: float):
         self.minutes, self.started = minutes, started
@@ -341,7 +357,7 @@ class Budget:
         """`(cfg, line)`: `cfg` with the end that fits, after `step` steps, the latest of them `step_s`
         seconds each (this rank's); `line` says where the run ends once the decay has begun (else None).
         Called at the same steps on every rank (its log lines), which all plan the same end."""
-        if self.fixed or cfg.cooldown >= 1:  # a whole-run cosine: every step depends on the end, none moves
+        if self.fixed:
             return cfg, None
         if step > cfg.decay_start() or step >= cfg.max_steps:  # the decay has begun: say where the run ends
             self.fixed = True
@@ -351,7 +367,10 @@ class Budget:
         self.windows += 1
         if self.windows > 1:  # the first interval is the run's first steps: they allocate and warm up
             self.recent = (self.recent + [step_s])[-REPLAN_WINDOWS:]
-        if len(self.recent) < REPLAN_WINDOWS:
+        # the rate of the last REPLAN_WINDOWS intervals; fewer at the last log line before the decay begins (a
+        # whole-run cosine holds only through its warmup: on a GPU, compiled steps faster than the probe's)
+        last_chance = step + cfg.log_every > cfg.decay_start()
+        if len(self.recent) < (1 if last_chance else REPLAN_WINDOWS):
             return cfg, None
         rate = _most_on_any_rank(self.dist, statistics.median(self.recent))
         # this step's own validation and checkpoint, if it has them, come after this call

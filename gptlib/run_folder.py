@@ -12,8 +12,9 @@ resume bit for bit; this module keeps the folder it lives in. A run folder holds
     tensorboard/                its scalars as TensorBoard events (`--tensorboard`, `metrics tensorboard`)
     checkpoints/step-NNNNNNN/   model.safetensors, state.pt, checkpoint.json (written last)
 
-The store does not know what it saves. A checkpoint is three opaque parts, as in nanochat's
-`save_checkpoint(dir, step, model_data, optimizer_data, meta_data)`: a torch module whose weights go to
+The store does not know what it saves (its resuming half, below, knows a run's state). A checkpoint is
+three opaque parts, as in nanochat's `save_checkpoint(dir, step, model_data, optimizer_data, meta_data)`:
+a torch module whose weights go to
 `model.safetensors`, a dict of tensors and plain values for `state.pt` (loadable with
 `torch.load(weights_only=True)`, which runs no pickled code), and a JSON-able dict of metadata for
 `checkpoint.json`, to which the store adds the format, the step and the sha256 of both files. The store
@@ -29,9 +30,10 @@ reads three keys of the metadata: `val_loss` (which checkpoint is best), and, to
   `load_checkpoint`, `load_trained`;
 - resuming: `check_checkpoint` (whether a checkpoint belongs to the run that would continue from it: its
   config but the fields marked `resumable`, the model, the tokenizer and shards it trained on, `run_inputs`,
-  the number of processes), `restore_state` (the weights, moments, scaler, generators and place in the
-  batches put back, each checked first), `resume_precision`; `init_from_run` (continued pretraining: another
-  run's best weights, the same tokenizer and shape required).
+  the number of processes), `save_state` (a run's checkpoint: every rank's state gathered, written, pruned)
+  and `restore_state` (the weights, moments, scaler, generators and place in the batches put back, each
+  checked first), `resume_precision`; `init_from_run` (continued pretraining: another run's best weights,
+  the same tokenizer and shape required).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from .files import (
 )
 from .model import GPT, GPTConfig
 from .optim import PRECISIONS
-from .runtime import set_rng_state
+from .runtime import rng_state, set_rng_state
 from .shards import read_manifest
 from .tensorboard import EVENT_FILES, TENSORBOARD_DIR
 from .tokenizer import Tokenizer
@@ -82,6 +84,7 @@ __all__ = [
     "run_inputs",
     "resume_precision",
     "check_checkpoint",
+    "save_state",
     "restore_state",
     "check_moments",
     "init_from_run",
@@ -505,6 +508,35 @@ def _check_config(cfg, saved: dict) -> None:
             f"step {saved_end} to {end}; to train longer on the same schedule pass "
             f"--decay-steps {saved_end} (the steps after it run at min_lr)"
         )
+
+
+def save_state(run: RunFolder, training, cfg, dist, done) -> list[str]:
+    """A checkpoint of `training` (a `gptlib.train.Training`) at `done.step` (a `gptlib.train.Progress`) in
+    the run folder `run`, then pruning; returns what pruning reports. Every rank's generators and place in the
+    batches are gathered to rank 0, which writes the weights, the rest of the state and the metadata that
+    `check_checkpoint` and `restore_state` read back (the validation loss, the config, the model, the
+    processes, the inputs and the precision). A collective: every rank calls it, also those that write
+    nothing."""
+    ranks = dist.gather({"rng": rng_state(), "loader": training.loader.state_dict()})
+    if not dist.is_main:
+        return []
+    state = {
+        "optimizer": training.optimizer.state_dict(),  # tensors and plain values: weights_only loads them
+        "scaler": training.scaler.state_dict(),
+        "ranks": ranks,  # per rank: the generators and the loader's position
+        "step": done.step,  # checked on resume against the metadata's step
+    }
+    meta = {
+        "val_loss": done.val_loss,
+        "config": cfg.to_dict(),
+        "model_config": training.model.config.to_dict(),
+        "world_size": dist.world_size,
+        **training.inputs,
+        "precision": training.precision.name,  # what a resume with precision `auto` keeps
+        "probe": training.probe.to_dict() if training.probe is not None else None,  # what it was chosen on
+    }
+    run.save_checkpoint(done.step, training.model, state, meta)  # the raw model: loadable without wrappers
+    return run.prune(cfg.keep_last)  # never fails the run: what it cannot remove, it reports
 
 
 def restore_state(training, dist, path: Path, meta: dict) -> None:

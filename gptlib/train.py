@@ -29,7 +29,6 @@ __all__ = [
     "Progress",
     "start_new",
     "resumed_log",
-    "save",
     "Diverged",
     "Watch",
     "Run",
@@ -64,15 +63,9 @@ from gptlib.run_folder import (  # the store: the run folder, its checkpoints, a
     restore_state,
     resume_precision,
     run_inputs,
+    save_state,
 )
-from gptlib.runtime import (
-    Distributed,
-    StopRequest,
-    rng_state,
-    seed_everything,
-    setup_distributed,
-    training_module,
-)
+from .runtime import Distributed, StopRequest, seed_everything, setup_distributed, training_module
 from .tokenizer import Tokenizer
 
 
@@ -147,7 +140,8 @@ class RunData(Config):
     out: str = opt(
         "", "the run folder: checkpoints, metrics.jsonl, plots, samples", resumable=True, compared=False
     )
-    # continued pretraining: a new run's first weights; a resume loads its own checkpoint, never these again
+    # continued pretraining: a new run's first weights (a resume loads its own checkpoint, and refuses a
+    # changed init_from: the run it continues began from those weights)
     init_from: str = opt("", "a run folder: a new run starts from its best checkpoint's weights (same shape)")
 
 
@@ -247,6 +241,7 @@ class Bookkeeping(Config):
     keep_last: int = opt(2, "checkpoints kept besides the best one", low=1, resumable=True, compared=False)
 
 
+# the bases last group first: a dataclass collects its fields from the far end of its ancestry
 @dataclass
 class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, GPTConfig):
     """Everything a training run depends on, in groups: the model's shape (every `GPTConfig` field;
@@ -400,8 +395,9 @@ class Validation:
 
 @dataclass
 class Training:
-    """What a run trains with, built once by `setup`. The state of the first five (with the random generators)
-    is what a checkpoint holds; `inputs` is what the checkpoints record the run was trained on."""
+    """What a run trains with, built once by `setup`. The state of the model, optimizer, scaler and loader
+    (with the random generators) is what a checkpoint holds; `inputs` is what the checkpoints record the run
+    was trained on."""
 
     model: GPT  # the raw model: checkpointed, evaluated, sampled
     optimizer: torch.optim.Optimizer
@@ -553,48 +549,25 @@ def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> 
     return Progress(meta["step"], meta["val_loss"], skipped)
 
 
-# %% ../notebooks/06_training.ipynb #training-030h
-def save(
-    run: RunFolder, training: Training, cfg: TrainConfig, dist: Distributed, done: Progress
-) -> list[str]:
-    """A checkpoint of this step, then pruning; returns what pruning reports. Every rank's generators and
-    place in the batches are gathered to rank 0, which writes the weights, the rest of the state and the
-    metadata (the validation loss, the config, the model, the processes, the inputs and the precision)."""
-    # a collective: every rank takes part, also those that write nothing
-    ranks = dist.gather({"rng": rng_state(), "loader": training.loader.state_dict()})
-    if not dist.is_main:
-        return []
-    state = {
-        "optimizer": training.optimizer.state_dict(),  # tensors and plain values: weights_only loads them
-        "scaler": training.scaler.state_dict(),
-        "ranks": ranks,  # per rank: the generators and the loader's position
-        "step": done.step,  # checked on resume against the metadata's step
-    }
-    meta = {
-        "val_loss": done.val_loss,
-        "config": cfg.to_dict(),
-        "model_config": training.model.config.to_dict(),
-        "world_size": dist.world_size,
-        **training.inputs,
-        "precision": training.precision.name,  # what a resume with precision `auto` keeps
-        "probe": training.probe.to_dict() if training.probe is not None else None,  # what it was chosen on
-    }
-    run.save_checkpoint(done.step, training.model, state, meta)  # the raw model: loadable without wrappers
-    return run.prune(cfg.keep_last)  # never fails the run: what it cannot remove, it reports
-
-
 # %% ../notebooks/06_training.ipynb #training-030l
 class Diverged(GptlibError, FloatingPointError):
     "A loss is no longer finite: the run stops, keeping the checkpoints saved before."
+
+    def __init__(self, what: str, max_lr: float):
+        super().__init__(
+            f"the {what}: training diverged (max_lr={max_lr:g} too high?); the run stops here, its "
+            "checkpoints saved before are kept"
+        )
 
 
 class Watch:
     """The training loss watched on the device, read by the host only at the steps where the loop acts (a log
     line, a validation, a checkpoint, a stop): a GPU then queues each step behind the one before, where a
-    read per step would make it wait for it. A loss that is not finite (NaN or infinity: most often a
-    learning rate far too high) is found at the next such step, before anything of the weights it came from
-    is logged, validated or saved: the run's last checkpoint stays its last finite one. The stop flag (a
-    signal, or `until_step`) is added up over the ranks in the same read, so that all stop at one step."""
+    read per step would make it wait for it (fp16's loss scaler still reads its scale at every step). A loss
+    that is not finite (NaN or infinity: most often a learning rate far too high) is found at the next such
+    step, before anything of the weights it came from is logged, validated or saved: the run's last
+    checkpoint stays its last finite one. The stop flag (a signal, or `until_step`) is added up over the
+    ranks in the same read, so that all stop at one step."""
 
     def __init__(self, dist: Distributed):
         self.dist = dist
@@ -611,16 +584,13 @@ class Watch:
     def check(self, asked: bool, max_lr: float) -> bool:
         """Raise `Diverged` when a loss noted since the start was not finite on any rank; else whether any
         rank `asked` to stop. One host read (and one all-reduce under torchrun)."""
-        flags = torch.tensor([0.0, float(asked)], dtype=torch.float64).to(self.dist.device)
-        flags[0] = (self.first > 0).double()
+        flags = torch.tensor([0.0, float(asked)]).to(self.dist.device)  # float32: every device has it
+        flags[0] = (self.first > 0).float()
         bad, stop = self.dist.all_reduce_sum(flags).tolist()
         if bad:  # read once more, as the run ends: the step and the loss to name
             step, value = int(self.first), float(self.value)
             where = f"of step {step} is {value}" if step else "is not finite on another process"
-            raise Diverged(
-                f"the training loss {where}: training diverged (max_lr={max_lr:g} too high?); the run stops "
-                "here, its checkpoints saved before are kept"
-            )
+            raise Diverged(f"training loss {where}", max_lr)
         return stop > 0
 
 
@@ -679,9 +649,7 @@ class Run:
         result = self.training.validate(self.cfg, self.dist)
         if not np.isfinite(result["val_loss"]):
             raise Diverged(
-                f"the validation loss of step {self.done.step} is {result['val_loss']}: training diverged "
-                f"(max_lr={self.cfg.max_lr:g} too high?); the run stops here, its checkpoints saved before "
-                "are kept"
+                f"validation loss of step {self.done.step} is {result['val_loss']}", self.cfg.max_lr
             )
         self.records.add({"kind": "val", "step": self.done.step, **result})
         self.done.val_loss = result["val_loss"]
@@ -724,6 +692,7 @@ def loop(run: Run, *, until_step: int | None = None, bar: bool = True) -> None:
             log, val, save_now = (
                 done.step % n == 0 or last for n in (cfg.log_every, cfg.eval_every, cfg.checkpoint_every)
             )
+            log = log or stepped[3]  # a step fp16's scaler skipped is logged: the scale it fell from
             until = until_step is not None and done.step >= until_step  # the same step on every rank
             asked = run.stop.signal is not None or until
             # one process stops at the step after a signal; several agree on it at the next step they all act
@@ -739,7 +708,7 @@ def loop(run: Run, *, until_step: int | None = None, bar: bool = True) -> None:
                 meter.restart()
             # checkpoint: on its grid, at the end, and before stopping
             if save_now or stop_now:
-                for note in save(run.folder, training, run.cfg, dist, done):
+                for note in save_state(run.folder, training, run.cfg, dist, done):
                     run.records.event(done.step, note)
             if stop_now and done.step < run.cfg.max_steps:  # at max_steps the run has simply finished
                 stopped = run.stop.signal or f"until_step={until_step}"

@@ -19,6 +19,7 @@ from gptlib.optim import lr_at
 from gptlib.probe import (
     Budget,
     Probe,
+    describe,
     precisions_to_time,
     recorded,
     run_cost,
@@ -430,6 +431,27 @@ def test_a_budget_run_whose_probe_was_wrong_moves_its_end_and_equals_a_rerun_of_
     assert val == [(r["step"], r["val_loss"]) for r in rerun if r["kind"] == "val"]
 
 
+def test_a_whole_run_cosine_moves_its_end_at_the_last_log_line_of_its_warmup(
+    small_data, tmp_path, monkeypatch
+):
+    """A schedule that decays from the end of its warmup (`cooldown` 1, the `gpt-25m` preset's) holds no step
+    at max_lr, but its warmup's steps do not depend on the end either: a probe that was wrong (on a GPU, eager
+    steps slower than the compiled run's) is corrected at the warmup's last log line, from the intervals
+    there are, and the run is the run of its final steps, bit for bit."""
+    slow = Probe(step_s={"fp32": 0.2}, eval_s=0.05, save_s=0.05, precisions=("fp32",))
+    monkeypatch.setattr("gptlib.train.measure", lambda *args, **kwargs: slow)
+    cfg = tiny(small_data, tmp_path / "budget", budget=0.1, cooldown=1.0, warmup_steps=8, log_every=2)
+    history = train(cfg, log=None, progress=False)
+    plans = [r for r in history if r["kind"] == "event" and "max_steps" in r]
+    planned, final = plans[0]["max_steps"], plans[-1]["max_steps"]
+    assert final > planned and "the decay began at step 8" in plans[-1]["message"], plans
+    assert losses(history)[-1][0] == final
+    rerun = train(
+        replace(cfg, out=str(tmp_path / "rerun"), budget=0.0, max_steps=final), log=None, progress=False
+    )
+    assert losses(rerun) == losses(history)
+
+
 # --- the precision from real steps ------------------------------------------------------------------------
 
 
@@ -521,3 +543,18 @@ def test_every_rank_of_a_torchrun_group_plans_the_same_budget(small_data, tmp_pa
     assert "cpu x 2" in plans[0]["message"] and "budget 0.4 min" in plans[0]["message"]
     assert [r["step"] for r in records if r["kind"] == "train"][-1] == plans[-1]["max_steps"]
     assert read_checkpoint_meta(list_checkpoints(tmp_path / "two")[-1])["world_size"] == 2
+
+
+def test_the_first_line_names_a_gpus_tensor_cores_where_it_named_none(monkeypatch):
+    """On a GPU the probe's line said "no bf16/fp16 units" of an H200, which has both: it names the GPU and
+    the tensor cores `choose_precision` decides by (the device faked: no GPU here)."""
+    import gptlib.probe
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    features = gptlib.probe.hardware_features("cuda")
+    assert features == ("NVIDIA H200", "fp16_tensor_cores", "bf16_tensor_cores")
+    probe = Probe(step_s={"bf16": 0.012}, features=features, precisions=("bf16",))
+    line = describe(probe, "bf16", times=True, max_steps=100, budget_min=1.0)
+    assert "bf16 12 ms (NVIDIA H200, fp16_tensor_cores, bf16_tensor_cores)" in line, line
+    assert "no bf16/fp16 units" not in line

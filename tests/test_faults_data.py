@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import nine_documents
 
 import gptlib.files
 from gptlib.cli import main
 from gptlib.data import open_split
 from gptlib.shards import MANIFEST_NAME, ShardError, read_manifest
-from gptlib.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,15 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory, shakespeare_texts):
     """Nine documents (slices of three plays) and a 300-id tokenizer trained on them."""
-    root = tmp_path_factory.mktemp("faults")
-    (root / "corpus").mkdir()
-    texts = []
-    for i, play in enumerate(sorted(shakespeare_texts.glob("*_gut.txt"))[:3]):
-        text = play.read_text(encoding="utf-8")
-        for j in range(3):
-            texts.append(text[j * 6_000 : j * 6_000 + 3_000])
-            (root / "corpus" / f"doc{i}{j}.txt").write_text(texts[-1], encoding="utf-8")
-    Tokenizer.train(texts, vocab_size=300, workers=1).save(root / "tokenizer")
+    root = nine_documents(tmp_path_factory.mktemp("faults"), shakespeare_texts)
     return root
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import nine_documents
 
 from gptlib.cli import main
 from gptlib.data import open_split
@@ -232,15 +233,7 @@ def test_metrics_tensorboard_names_the_line_of_a_record_without_a_step(run, caps
 def exported(tmp_path_factory, shakespeare_texts) -> Path:
     """Nine documents, a 300-id tokenizer, their shards (`shards/`) and those exported as nanoGPT files
     (`bins/`, with gptlib-export.json)."""
-    root = tmp_path_factory.mktemp("round4-bins")
-    (root / "corpus").mkdir()
-    texts = []
-    for i, play in enumerate(sorted(shakespeare_texts.glob("*_gut.txt"))[:3]):
-        text = play.read_text(encoding="utf-8")
-        for j in range(3):
-            texts.append(text[j * 6_000 : j * 6_000 + 3_000])
-            (root / "corpus" / f"doc{i}{j}.txt").write_text(texts[-1], encoding="utf-8")
-    Tokenizer.train(texts, vocab_size=300, workers=1).save(root / "tokenizer")
+    root = nine_documents(tmp_path_factory.mktemp("round4-bins"), shakespeare_texts)
     prepare = ["data", "prepare", "--corpus", root / "corpus", "--tokenizer", root / "tokenizer"]
     prepare += ["--out", root / "shards", "--val-fraction", "0.25", "--no-progress"]
     assert main([str(a) for a in prepare]) == 0

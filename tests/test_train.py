@@ -309,9 +309,19 @@ def test_sigterm_saves_a_valid_checkpoint_and_exits_143(small_data, tmp_path):
     assert losses(resumed) == losses(reference) and len(losses(reference)) == stopped_at + 3
 
 
-def test_fp16_overflow_skips_the_step_and_is_logged(small_data, tmp_path):
+@pytest.mark.parametrize("log_every", [1, 4])
+def test_fp16_overflow_skips_the_step_and_is_logged(small_data, tmp_path, log_every):
+    """Every step fp16's scaler skips has its own record, between the log lines too (its `skipped` is a
+    value the host holds already: logging it reads nothing more from the device)."""
     history = train(
-        tiny(small_data, tmp_path / "run", max_steps=6, precision="fp16", init_scale=2.0**40),
+        tiny(
+            small_data,
+            tmp_path / "run",
+            max_steps=6,
+            precision="fp16",
+            init_scale=2.0**40,
+            log_every=log_every,
+        ),
         log=None,
         progress=False,
     )
@@ -367,14 +377,24 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
         "context": 32,
     }
     first = run_pipeline(
-        "tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False
+        "tiny",
+        root=tmp_path,
+        corpus=texts,
+        config=TrainConfig.preset("tiny", **overrides),
+        sample_tokens=10,
+        progress=False,
     )
     assert (Path(first["run"]) / "training.png").stat().st_size > 1000
     assert (Path(first["run"]) / "sample.txt").read_text().startswith(first["prompt"])  # the held-out text's
     assert first["step"] == 6 and first["val_bpb"] > 0
     capsys.readouterr()
     second = run_pipeline(
-        "tiny", root=tmp_path, corpus=texts, overrides=overrides, sample_tokens=10, progress=False
+        "tiny",
+        root=tmp_path,
+        corpus=texts,
+        config=TrainConfig.preset("tiny", **overrides),
+        sample_tokens=10,
+        progress=False,
     )
     out = capsys.readouterr().out
     assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
@@ -392,7 +412,12 @@ def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(sma
         "context": 32,
     }
     run_pipeline(
-        "tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False
+        "tiny",
+        root=tmp_path,
+        corpus=str(texts),
+        config=TrainConfig.preset("tiny", **overrides),
+        sample_tokens=5,
+        progress=False,
     )
     tokenizer_dir = next((tmp_path / "tokenizers").glob("texts-*-300"))  # named after the folder
     trained_on = json.loads((tokenizer_dir / "trained_on.json").read_text())
@@ -401,7 +426,12 @@ def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(sma
     capsys.readouterr()
     with pytest.raises(CheckpointError, match="cannot continue.*delete"):
         run_pipeline(
-            "tiny", root=tmp_path, corpus=str(texts), overrides=overrides, sample_tokens=5, progress=False
+            "tiny",
+            root=tmp_path,
+            corpus=str(texts),
+            config=TrainConfig.preset("tiny", **overrides),
+            sample_tokens=5,
+            progress=False,
         )
     out = capsys.readouterr().out
     assert "reused" not in out, "neither the tokenizer nor the shards of the old corpus are reused"

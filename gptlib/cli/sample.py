@@ -1,7 +1,7 @@
 """`sample --run FOLDER`: text from a trained run's best or latest checkpoint.
 
 Hand-written plumbing, not generated from a notebook: parses the flags and calls `gptlib.run_folder`
-(the run's model and tokenizer), `gptlib.runtime` (the device) and `gptlib.train.sample_text`.
+(the run's model and tokenizer), `gptlib.runtime` (the device) and `gptlib.model.sample_text`.
 
     sample --run FOLDER [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]
 
