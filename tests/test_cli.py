@@ -488,7 +488,7 @@ def test_run_prints_the_sample_and_the_figures_of_the_pipeline(capsys, monkeypat
         "corpus": "shakespeare",
         "prompt": "JULIET.\n",
         "sample_tokens": 20,
-        "overrides": {},
+        "config": TrainConfig.preset("tiny"),
         "tensorboard": False,
     }
     assert asked == [("tiny", asked_for)]

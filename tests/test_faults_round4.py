@@ -289,19 +289,3 @@ def test_bins_of_wider_integers_are_refused_for_their_type_not_blamed_on_the_tok
     assert message.startswith(f"{bins / 'train.bin'} holds {bits}-bit integers")
     assert "uint16" in message and "tokenizer" not in message
     assert not (tmp_path / "back").exists()
-
-
-def test_a_new_start_of_a_run_removes_its_own_event_files_and_keeps_the_users(tokenizer_folder, tmp_path):
-    """A run killed before its first checkpoint starts again from nothing: its TensorBoard events go with
-    its log, but a note the user put into `tensorboard/` is the user's."""
-    folder = tmp_path / "run"
-    with RunFolder(folder):  # the marker: a run folder gptlib made
-        pass
-    events = folder / "tensorboard"
-    events.mkdir()
-    (events / "events.out.tfevents.1.host").write_bytes(b"old events")
-    (events / "notes.md").write_text("mine\n")
-    with RunFolder(folder) as run:
-        run.begin(Tokenizer.load(tokenizer_folder))
-    assert sorted(p.name for p in events.iterdir()) == ["notes.md"]
-    assert (events / "notes.md").read_text() == "mine\n"

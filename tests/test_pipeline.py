@@ -374,14 +374,19 @@ def test_metrics_tensorboard_refuses_a_folder_that_is_not_a_run(tmp_path, capsys
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["metrics.jsonl", "notes.txt"]
 
 
-def test_a_new_run_starts_without_the_events_of_an_earlier_start(small_data, tmp_path):
+def test_a_new_run_starts_without_the_events_of_an_earlier_start_and_keeps_the_users_files(
+    small_data, tmp_path
+):
+    """A run killed before its first checkpoint starts again from nothing: its TensorBoard events go with its
+    log, but a note the user put into `tensorboard/` is the user's."""
     run = tmp_path / "run"
     with RunFolder(run):  # an earlier start, stopped before its first checkpoint, left its events
         (run / "tensorboard").mkdir()
         (run / "tensorboard" / "events.out.tfevents.old").write_text("an earlier start's events")
+        (run / "tensorboard" / "notes.md").write_text("mine\n")
     with RunFolder(run) as folder:
         folder.begin(Tokenizer.load(small_data / "tokenizer"))
-    assert not (run / "tensorboard").exists()
+    assert [p.name for p in (run / "tensorboard").iterdir()] == ["notes.md"]
 
 
 # --- continued pretraining ------------------------------------------------------------------------------
