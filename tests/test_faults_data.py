@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import nine_documents
 
 import gptlib.files
 from gptlib.cli import main
@@ -28,9 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory, shakespeare_texts):
+def sources(tmp_path_factory, nine_documents):
     """Nine documents (slices of three plays) and a 300-id tokenizer trained on them."""
-    root = nine_documents(tmp_path_factory.mktemp("faults"), shakespeare_texts)
+    root = nine_documents(tmp_path_factory.mktemp("faults"))
     return root
 
 

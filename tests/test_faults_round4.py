@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import nine_documents
 
 from gptlib.cli import main
 from gptlib.data import open_split
-from gptlib.run_folder import RunFolder
+from gptlib.run_folder import RunFolder, read_metrics
 from gptlib.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,23 +216,25 @@ def test_metrics_tensorboard_into_a_read_only_folder_is_one_error_line_naming_it
     assert [p.name for p in events.iterdir()] == ["notes.md"]
 
 
-def test_metrics_tensorboard_names_the_line_of_a_record_without_a_step(run, capsys):
+def test_metrics_tensorboard_leaves_out_a_record_without_a_step(run, capsys):
+    """A line edited by hand out of shape (a train record that lost its step, TensorBoard's x axis) is a
+    damaged line, left out as every reader of the log leaves it out: no `KeyError` traceback."""
+    before = sum(r["kind"] == "train" for r in read_metrics(run))
     lines = (run / "metrics.jsonl").read_text().splitlines()
     lines.insert(2, json.dumps({"kind": "train", "loss": 4.5}))  # edited by hand: line 3 lost its step
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    message = _fails(capsys, ["metrics", "tensorboard", "--run", run])
-    assert message.startswith(f"{run / 'metrics.jsonl'}:3: a train record without a whole-number step")
-    assert not (run / "tensorboard").exists()
+    assert main(["metrics", "tensorboard", "--run", str(run)]) == 0
+    assert f"{before} train and" in capsys.readouterr().out
 
 
 # --- data import of .bin files ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, shakespeare_texts) -> Path:
+def exported(tmp_path_factory, nine_documents) -> Path:
     """Nine documents, a 300-id tokenizer, their shards (`shards/`) and those exported as nanoGPT files
     (`bins/`, with gptlib-export.json)."""
-    root = nine_documents(tmp_path_factory.mktemp("round4-bins"), shakespeare_texts)
+    root = nine_documents(tmp_path_factory.mktemp("round4-bins"))
     prepare = ["data", "prepare", "--corpus", root / "corpus", "--tokenizer", root / "tokenizer"]
     prepare += ["--out", root / "shards", "--val-fraction", "0.25", "--no-progress"]
     assert main([str(a) for a in prepare]) == 0

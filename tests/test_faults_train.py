@@ -42,6 +42,8 @@ def flags(small_data, out, **overrides) -> list[str]:
         "precision": "fp32",
         **overrides,
     }
+    if "budget" in overrides:  # a budget sets max_steps
+        del values["max_steps"]
     return ["--preset", "tiny", *[f"--{k.replace('_', '-')}={v}" for k, v in values.items()]]
 
 
@@ -551,3 +553,45 @@ def test_pruning_that_cannot_remove_a_checkpoint_never_stops_the_run(small_data,
         and "(Operation not permitted); the run goes on" in result.stdout
     )
     assert read_checkpoint_meta(list_checkpoints(run)[-1])["step"] == 12
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: {**r, "step": str(r["step"])} if r["kind"] == "train" else r,  # a step written as a string
+        lambda r: {k: v for k, v in r.items() if k != "skipped"},  # a running count left out
+        lambda r: {**r, "val_bpb": "n/a"} if r["kind"] == "val" else r,  # a figure that is not one
+    ],
+    ids=["step-as-text", "no-skipped", "val-bpb-text"],
+)
+def test_an_edited_metrics_log_resumes_and_is_judged_without_a_traceback(small_data, tmp_path, edit):
+    """A `metrics.jsonl` whose lines were edited by hand: resuming drops the lines it cannot compute with
+    (and says so), the run goes on exactly, and the records read back are all of the right shape."""
+    run = tmp_path / "run"
+    first = gptlib("train", "start", *flags(small_data, run), "--max-steps", 4, "--decay-steps", 12)
+    assert first.returncode == 0, first.stderr[-2000:]
+    log = run / "metrics.jsonl"
+    log.write_text(
+        "".join(json.dumps(edit(json.loads(line))) + "\n" for line in log.read_text().splitlines())
+    )
+    resumed = gptlib("train", "start", *flags(small_data, run), "--decay-steps", 12)
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-2000:]
+    reference = tmp_path / "reference"
+    assert gptlib("train", "start", *flags(small_data, reference), "--decay-steps", 12).returncode == 0
+    assert train_losses(run)[-8:] == train_losses(reference)[-8:], "steps 5-12 as an uninterrupted run's"
+    for record in read_metrics(run):
+        assert isinstance(record["step"], int), record
+
+
+def test_a_mistyped_init_from_is_named_as_missing_before_anything_is_written(small_data, tmp_path):
+    run = tmp_path / "run"
+    result = gptlib("train", "start", *flags(small_data, run), "--init-from", tmp_path / "no-such-run")
+    one_error_line(result, f"--init-from {tmp_path / 'no-such-run'}: no such run folder")
+    assert not (run / "checkpoints").exists()
+
+
+def test_a_budget_and_a_step_count_together_are_refused_rather_than_one_ignored(small_data, tmp_path):
+    run = tmp_path / "run"
+    result = gptlib("train", "start", *flags(small_data, run), "--budget", 1, "--max-steps", 7)
+    one_error_line(result, "--budget sets max_steps", "pass --budget or --max-steps")
+    assert not run.exists()

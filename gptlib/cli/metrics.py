@@ -13,12 +13,10 @@ be another run's.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from gptlib.config import parse_path
 from gptlib.run_folder import CheckpointError, RunFolder, read_metrics
-from gptlib.tensorboard import TENSORBOARD_DIR, check_installed, first_without_step, write_events
+from gptlib.tensorboard import TENSORBOARD_DIR, check_installed, write_events
 
 __all__ = ["add_to"]
 
@@ -52,13 +50,7 @@ def tensorboard_command(args: argparse.Namespace) -> int:
     # the run's lock: a run training there now (maybe with --tensorboard) is not written under; a folder
     # that is not a gptlib run is refused
     with RunFolder(run):
-        records = read_metrics(run)
-        bad = first_without_step(records)
-        if bad is not None:
-            raise CheckpointError(
-                f"{run / 'metrics.jsonl'}:{_line_of(run / 'metrics.jsonl', records[bad])}: a "
-                f"{records[bad]['kind']} record without a whole-number step: correct or delete that line"
-            )
+        records = read_metrics(run)  # lines edited out of shape (a step that is not a number) left out
         write_events(records, events)  # the old event files replaced once the new one is written
     counts = {kind: sum(r["kind"] == kind for r in records) for kind in ("train", "val")}
     print(
@@ -66,14 +58,3 @@ def tensorboard_command(args: argparse.Namespace) -> int:
         f"{run / TENSORBOARD_DIR} (see them with `tensorboard --logdir {run / TENSORBOARD_DIR}`)"
     )
     return 0
-
-
-def _line_of(path: Path, record: dict) -> int | str:
-    "The number of the first line of the JSON-lines file `path` that holds `record` (`?` if none does)."
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        try:
-            if json.loads(line) == record:
-                return number
-        except json.JSONDecodeError:
-            continue
-    return "?"

@@ -79,6 +79,8 @@ def start_command(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in RUN_FOLDERS if not getattr(args, name)]
     if missing:
         raise UsageError(f"train start needs {', '.join(missing)}: {_FOLDERS_HELP}")
+    if args.budget and args.max_steps is not None:  # a budget sets max_steps: one of them would be ignored
+        raise UsageError("--budget sets max_steps from the steps that fit: pass --budget or --max-steps")
     cfg = _config(args)
     check_memory(cfg, training=True, device=resolve_device(cfg.device))  # before anything is built
     events = TrainingEvents(cfg.out) if args.tensorboard else None  # TensorBoard checked before any work
