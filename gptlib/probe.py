@@ -333,9 +333,13 @@ class Budget:
             raise ConfigError("--budget sets where the learning-rate decay ends: leave --decay-steps at 0")
         return cls(cfg.budget, started)
 
+    def spent(self) -> float:
+        "Seconds of the budget spent so far (the most over the ranks, so that all plan the same run)."
+        return _most_on_any_rank(self.dist, time.perf_counter() - self.started)
+
     def left(self) -> float:
-        "Seconds of the budget left now (the least over the ranks)."
-        return self.minutes * 60 - _most_on_any_rank(self.dist, time.perf_counter() - self.started)
+        "Seconds of the budget left now."
+        return self.minutes * 60 - self.spent()
 
     def plan(self, cfg, probe: Probe, precision: str, dist):
         "`cfg` with the `max_steps` that fit the budget in `precision` at the probe's times (see the class)."

@@ -3,6 +3,8 @@ events replace the interrupted run's after the resume step."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytest.importorskip("tensorboard")
@@ -40,6 +42,9 @@ def test_the_event_file_holds_the_train_and_validation_scalars(tmp_path):
 def test_a_resumed_run_replaces_the_events_after_its_resume_step(tmp_path):
     folder = tmp_path / "tb"
     write_events(_records([10, 20, 30, 40, 50]), folder)  # the run that was interrupted after step 50
+    # TensorBoard reads a folder's event files in the order of their names, which hold the second they were
+    # made and then a per-process counter: a file of the same second may sort first (counter 10 before 9)
+    time.sleep(1.0)
     with TensorBoardLog(folder, resume_step=20) as log:  # ... resumed from its checkpoint at step 20
         for record in _records([30, 40], offset=1.0):
             log(record)
