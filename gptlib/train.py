@@ -165,6 +165,7 @@ class Optimization(Config):
     )
 
 
+# %% ../notebooks/06_training.ipynb #training-005b
 @dataclass
 class Schedule(Config):
     "schedule: the run's length and its learning rate's shape"
@@ -195,6 +196,7 @@ class Schedule(Config):
     )
 
 
+# %% ../notebooks/06_training.ipynb #training-005b2
 @dataclass
 class Compute(Config):
     "compute: where and how the steps run"
@@ -241,6 +243,7 @@ class Bookkeeping(Config):
     keep_last: int = opt(2, "checkpoints kept besides the best one", low=1, resumable=True, compared=False)
 
 
+# %% ../notebooks/06_training.ipynb #training-005c
 # the bases last group first: a dataclass collects its fields from the far end of its ancestry
 @dataclass
 class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, GPTConfig):
@@ -385,6 +388,7 @@ def open_tokenizer(cfg: TrainConfig) -> Tokenizer:
     return tokenizer
 
 
+# %% ../notebooks/06_training.ipynb #training-030d-1
 @dataclass
 class Validation:
     "The held-out split, and the raw bytes each token id stands for (what bits per byte divides by)."
@@ -475,16 +479,17 @@ def setup(
         tokenizer=tokenizer,
         checksums=checksums,
     )
-    # the validation split opened (checksums verified) and checked against one window per rank now, so that
-    # a damaged or short split stops the run before step 1, not at the first validation
+    # the validation split, its checksums verified now; (V,) bytes per token id, on the device: bits per byte
+    # is summed there, without a host round trip
     val_tokens = open_split(cfg.shards, "val", tokenizer, checksums=checksums)
-    eval_batches(val_tokens, cfg.micro_batch, cfg.context, 1, rank=dist.rank, world_size=dist.world_size)
-    # (V,) bytes per token id, on the device: bits per byte is summed there, without a host round trip
     lengths = torch.from_numpy(np.asarray(tokenizer.token_byte_lengths(), dtype=np.int64)).to(device)
     val = Validation(val_tokens, lengths)
-    return Training(model, optimizer, scaler, chosen, loader, val, inputs, forward=model, probe=probe)
+    training = Training(model, optimizer, scaler, chosen, loader, val, inputs, forward=model, probe=probe)
+    training.val_batches(cfg, dist, 1)  # one window per rank, or a short split stops the run before step 1
+    return training
 
 
+# %% ../notebooks/06_training.ipynb #training-030d-3
 def make_forward(cfg: TrainConfig, dist: Distributed, training: Training, tokenizer: Tokenizer) -> str:
     """Set what a step calls (`training.forward`): the model compiled when asked (tried on a real batch, eager
     if compiling fails) and wrapped for DDP when there are several ranks. Returns a note for the log."""
@@ -665,6 +670,7 @@ class Run:
             self.records.event(step, f"finished {step} steps in {time.perf_counter() - self.started:.0f} s")
 
 
+# %% ../notebooks/06_training.ipynb #training-030l-3
 def loop(run: Run, *, until_step: int | None = None, bar: bool = True) -> None:
     """Train from `run.done.step` to `run.cfg.max_steps`, or until a signal or `until_step` stops every rank
     at the same step, after a checkpoint. The host reads the device only at the steps where it acts

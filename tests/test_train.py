@@ -376,25 +376,14 @@ def test_pipeline_reuses_finished_stages_and_samples(small_data, tmp_path, capsy
         "micro_batch": 4,
         "context": 32,
     }
-    first = run_pipeline(
-        "tiny",
-        root=tmp_path,
-        corpus=texts,
-        config=TrainConfig.preset("tiny", **overrides),
-        sample_tokens=10,
-        progress=False,
-    )
+    config = TrainConfig.preset("tiny", **overrides)
+    first = run_pipeline("tiny", root=tmp_path, corpus=texts, config=config, sample_tokens=10, progress=False)
     assert (Path(first["run"]) / "training.png").stat().st_size > 1000
     assert (Path(first["run"]) / "sample.txt").read_text().startswith(first["prompt"])  # the held-out text's
     assert first["step"] == 6 and first["val_bpb"] > 0
     capsys.readouterr()
     second = run_pipeline(
-        "tiny",
-        root=tmp_path,
-        corpus=texts,
-        config=TrainConfig.preset("tiny", **overrides),
-        sample_tokens=10,
-        progress=False,
+        "tiny", root=tmp_path, corpus=texts, config=config, sample_tokens=10, progress=False
     )
     out = capsys.readouterr().out
     assert "reused" in out and second["sample"] == first["sample"] and second["val_loss"] == first["val_loss"]
@@ -411,28 +400,15 @@ def test_pipeline_retrains_when_the_corpus_is_edited_and_refuses_to_mix_runs(sma
         "micro_batch": 4,
         "context": 32,
     }
-    run_pipeline(
-        "tiny",
-        root=tmp_path,
-        corpus=str(texts),
-        config=TrainConfig.preset("tiny", **overrides),
-        sample_tokens=5,
-        progress=False,
-    )
+    config = TrainConfig.preset("tiny", **overrides)
+    run_pipeline("tiny", root=tmp_path, corpus=str(texts), config=config, sample_tokens=5, progress=False)
     tokenizer_dir = next((tmp_path / "tokenizers").glob("texts-*-300"))  # named after the folder
     trained_on = json.loads((tokenizer_dir / "trained_on.json").read_text())
     with open(sorted(texts.glob("*.txt"))[0], "a", encoding="utf-8") as f:
         f.write("\nExit, pursued by a bear. " * 50)
     capsys.readouterr()
     with pytest.raises(CheckpointError, match="cannot continue.*delete"):
-        run_pipeline(
-            "tiny",
-            root=tmp_path,
-            corpus=str(texts),
-            config=TrainConfig.preset("tiny", **overrides),
-            sample_tokens=5,
-            progress=False,
-        )
+        run_pipeline("tiny", root=tmp_path, corpus=str(texts), config=config, sample_tokens=5, progress=False)
     out = capsys.readouterr().out
     assert "reused" not in out, "neither the tokenizer nor the shards of the old corpus are reused"
     retrained_on = json.loads((tokenizer_dir / "trained_on.json").read_text())
