@@ -66,10 +66,10 @@ from gptlib.optim import choose_precision, make_adamw  # noqa: E402
 from gptlib.pipeline import PROMPT, SAMPLING, run_pipeline  # noqa: E402
 from gptlib.probe import Budget, Probe, measure, steps_within  # noqa: E402
 from gptlib.quality import TrainingText, sample_quality  # noqa: E402
-from gptlib.run_folder import RunFolder, read_metrics, run_inputs  # noqa: E402
+from gptlib.run_folder import RunFolder, open_tokenizer, read_metrics, run_inputs  # noqa: E402
 from gptlib.runtime import compile_or_fallback, setup_distributed  # noqa: E402
 from gptlib.tokenizer import Tokenizer  # noqa: E402
-from gptlib.train import TrainConfig, eager_copies, evaluate, open_tokenizer  # noqa: E402
+from gptlib.train import TrainConfig, eager_copies, evaluate  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).with_name("train_runs.jsonl")

@@ -25,15 +25,17 @@ reads three keys of the metadata: `val_loss` (which checkpoint is best), and, to
   lock, dead processes' temporaries removed; the resume point (`resume_point`: the newest intact
   checkpoint, damaged newer ones skipped with the reason), `begin` (a new run), `save_config`,
   `save_checkpoint` and `prune` (the last few and the best kept; pruning never stops a run);
-- `MetricsLog`, `read_metrics`: the records, truncated to the resume step when a run continues;
+- `MetricsLog`, `read_metrics`: the records, truncated to the resume step when a run continues; `Records`:
+  where each record of a training run goes (its history, the log, a callback, a line of text);
 - reading a finished run: `list_checkpoints`, `read_checkpoint_meta`, `verify_checkpoint`,
   `load_checkpoint`, `load_trained`;
 - resuming: `check_checkpoint` (whether a checkpoint belongs to the run that would continue from it: its
   config but the fields marked `resumable`, the model, the tokenizer and shards it trained on, `run_inputs`,
   the number of processes), `save_state` (a run's checkpoint: every rank's state gathered, written, pruned)
   and `restore_state` (the weights, moments, scaler, generators and place in the batches put back, each
-  checked first), `resume_precision`; `init_from_run` (continued pretraining: another run's best weights,
-  the same tokenizer and shape required).
+  checked first), `resume_precision`, `open_tokenizer` (the run's tokenizer, its size checked against the
+  model's); `init_from_run` (continued pretraining: another run's best weights, the same tokenizer and shape
+  required); `start_new` and `resumed_log`: where a new or a resumed run stands (`Progress`).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 
 from .config import ConfigError, checked_int
+from .display import log_line
 from .errors import GptlibError
 from .files import (
     LOCK_FILE,
@@ -63,7 +66,7 @@ from .files import (
 )
 from .model import GPT, GPTConfig
 from .optim import PRECISIONS
-from .runtime import rng_state, set_rng_state
+from .runtime import rng_state, seed_everything, set_rng_state
 from .shards import read_manifest
 from .tensorboard import EVENT_FILES, TENSORBOARD_DIR
 from .tokenizer import Tokenizer
@@ -81,6 +84,8 @@ __all__ = [
     "load_trained",
     "MetricsLog",
     "read_metrics",
+    "Records",
+    "open_tokenizer",
     "run_inputs",
     "resume_precision",
     "check_checkpoint",
@@ -88,6 +93,9 @@ __all__ = [
     "restore_state",
     "check_moments",
     "init_from_run",
+    "Progress",
+    "start_new",
+    "resumed_log",
 ]
 
 RUN_MARKER = "gptlib-run.json"
@@ -468,7 +476,43 @@ def read_metrics(run) -> list[dict]:
     return _parse_lines(Path(run) / "metrics.jsonl")[0]
 
 
+class Records:
+    """A run's records (train, val and event dicts), each sent everywhere it goes: into the history that
+    `gptlib.train.train` returns, appended to `metrics.jsonl`, to the caller's `callback`, and to `log` as a
+    line of text. Only rank 0 is given a callback and a log, and only its metrics log writes."""
+
+    def __init__(self, metrics: MetricsLog, callback=None, log=None):
+        self.history: list[dict] = []  # what `train` returns: every record of the run, resumed part included
+        self.metrics, self.callback, self.log = metrics, callback, log
+
+    def add(self, record: dict) -> None:
+        self.history.append(record)
+        self.metrics.append(record)  # flushed at once: a kill loses at most the line being written
+        if self.callback is not None:
+            self.callback(record)  # e.g. a live figure (`gptlib.display.LivePlot`)
+        if self.log is not None:
+            self.log(log_line(record))  # one line of text per record (`gptlib.display.log_line`)
+
+    def event(self, step: int, message: str, **details) -> None:
+        """Something that happened, in words (and `details` for tools, e.g. the start's `max_steps`): a
+        start, a checkpoint skipped or pruned, the end."""
+        self.add({"kind": "event", "step": step, "message": message, **details})
+
+
 # --- resuming: whether a checkpoint belongs to this run, and its state put back --------------------------
+
+
+def open_tokenizer(cfg) -> Tokenizer:
+    """The tokenizer of the run `cfg` (a `gptlib.train.TrainConfig`). Its number of ids must be `vocab_size`:
+    they are the model's ids too, and a run recorded with one size but trained with another could not be
+    resumed or read back."""
+    tokenizer = Tokenizer.load(cfg.tokenizer)  # checked as it is read: format, merges, special tokens
+    if tokenizer.n_vocab != cfg.vocab_size:
+        raise ConfigError(
+            f"the tokenizer {cfg.tokenizer} has {tokenizer.n_vocab:,d} ids but vocab_size is "
+            f"{cfg.vocab_size:,d}: pass --vocab-size {tokenizer.n_vocab} (the model's ids are its ids)"
+        )
+    return tokenizer
 
 
 def run_inputs(tokenizer, shards) -> dict:
@@ -544,7 +588,7 @@ def _check_config(cfg, saved: dict) -> None:
 
 
 def save_state(run: RunFolder, training, cfg, dist, done) -> list[str]:
-    """A checkpoint of `training` (a `gptlib.train.Training`) at `done.step` (a `gptlib.train.Progress`) in
+    """A checkpoint of `training` (a `gptlib.train.Training`) at `done.step` (a `Progress`) in
     the run folder `run`, then pruning; returns what pruning reports. Every rank's generators and place in the
     batches are gathered to rank 0, which writes the weights, the rest of the state and the metadata that
     `check_checkpoint` and `restore_state` read back (the validation loss, the config, the model, the
@@ -626,3 +670,41 @@ def init_from_run(model: GPT, source, tokenizer: Tokenizer) -> dict:
         raise CheckpointError(f"--init-from {source}: its model has another shape ({different} here)")
     model.load_state_dict(trained.state_dict())  # copied into the parameters the optimizer already holds
     return meta
+
+
+# --- where a run stands: a new start, or the records of a resumed one ----------------------------------
+
+
+@dataclass
+class Progress:
+    "Where a run stands: the optimizer steps done, the last validation loss, the steps the scaler skipped."
+
+    step: int = 0
+    val_loss: float | None = None  # recorded with each checkpoint: what ranks the best one
+    skipped: int = 0
+
+
+def start_new(cfg, dist, run: RunFolder, training, tokenizer: Tokenizer) -> Progress:
+    """Begin a new run of `cfg` (a `gptlib.train.TrainConfig`) on `training` (its `Training`): the weights of
+    `cfg.init_from`'s best checkpoint when asked, the tokenizer copied into the run folder, an empty log
+    (rank 0); then every generator seeded per rank, so that dropout differs between ranks (the initial
+    weights were drawn before)."""
+    if cfg.init_from:  # continued pretraining: the drawn weights replaced, with a new optimizer and schedule
+        init_from_run(training.model, cfg.init_from, tokenizer)
+    run.begin(tokenizer)  # the copy travels with the run: `gptlib sample` reads it back
+    seed_everything(cfg.seed + dist.rank)
+    return Progress()  # step 0, not validated yet, nothing skipped
+
+
+def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> Progress:
+    """The run's records up to the checkpoint's step (the resumed run writes the later ones again, and they
+    come out the same), what was skipped on the way there, and where the run stands."""
+    kept, bad_lines = run.metrics.truncate_after(meta["step"])
+    records.history = kept  # what `train` returns covers the whole run, not only this start
+    for path, why in damaged:
+        records.event(meta["step"], f"skipped the damaged checkpoint {path.name}: {why}")
+    if bad_lines:
+        records.event(meta["step"], f"dropped {bad_lines} damaged line(s) of metrics.jsonl")
+    # a running count (0 in a record that lacks it: an older or edited log)
+    skipped = max([r.get("skipped", 0) for r in kept if r["kind"] == "train"], default=0)
+    return Progress(meta["step"], meta["val_loss"], skipped)

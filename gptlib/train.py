@@ -19,16 +19,11 @@ __all__ = [
     "Compute",
     "Bookkeeping",
     "TrainConfig",
-    "Records",
-    "open_tokenizer",
     "Validation",
     "Training",
     "setup",
     "make_forward",
     "eager_copies",
-    "Progress",
-    "start_new",
-    "resumed_log",
     "Diverged",
     "Watch",
     "Run",
@@ -50,22 +45,26 @@ from torch.nn.parallel import DistributedDataParallel  # to tell a model wrapped
 
 from .config import Config, ConfigError, opt
 from .data import TokenSplit, open_split
-from .display import log_line, progress_bar
+from .display import progress_bar
 from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import PRECISIONS, Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
 from .probe import Budget, Probe, measure, recorded, resumed_config, start_line
 from gptlib.run_folder import (  # the store: the run folder, its checkpoints, and resuming from them
+    Progress,
+    Records,
     RunFolder,
     check_checkpoint,
-    init_from_run,
+    open_tokenizer,
     restore_state,
     resume_precision,
+    resumed_log,
     run_inputs,
     save_state,
+    start_new,
 )
-from .runtime import Distributed, StopRequest, seed_everything, setup_distributed, training_module
+from .runtime import Distributed, StopRequest, setup_distributed, training_module
 from .tokenizer import Tokenizer
 
 
@@ -351,43 +350,6 @@ TRAIN_PRESETS = {
 TrainConfig.PRESETS = TRAIN_PRESETS
 
 
-# %% ../notebooks/06_training.ipynb #training-030
-class Records:
-    """The run's records (train, val and event dicts), each sent everywhere it goes: into the history that
-    `train` returns, appended to `metrics.jsonl`, to the caller's `callback`, and to `log` as a line of text.
-    Only rank 0 is given a callback and a log, and only its metrics log writes."""
-
-    def __init__(self, metrics, callback=None, log=None):
-        self.history: list[dict] = []  # what `train` returns: every record of the run, resumed part included
-        self.metrics, self.callback, self.log = metrics, callback, log
-
-    def add(self, record: dict) -> None:
-        self.history.append(record)
-        self.metrics.append(record)  # flushed at once: a kill loses at most the line being written
-        if self.callback is not None:
-            self.callback(record)  # e.g. a live figure (`gptlib.display.LivePlot`)
-        if self.log is not None:
-            self.log(log_line(record))  # one line of text per record (`gptlib.display.log_line`)
-
-    def event(self, step: int, message: str, **details) -> None:
-        """Something that happened, in words (and `details` for tools, e.g. the start's `max_steps`): a
-        start, a checkpoint skipped or pruned, the end."""
-        self.add({"kind": "event", "step": step, "message": message, **details})
-
-
-# %% ../notebooks/06_training.ipynb #training-030d
-def open_tokenizer(cfg: TrainConfig) -> Tokenizer:
-    """The run's tokenizer. Its number of ids must be `vocab_size`: they are the model's ids too, and a run
-    recorded with one size but trained with another could not be resumed or read back."""
-    tokenizer = Tokenizer.load(cfg.tokenizer)  # checked as it is read: format, merges, special tokens
-    if tokenizer.n_vocab != cfg.vocab_size:
-        raise ConfigError(
-            f"the tokenizer {cfg.tokenizer} has {tokenizer.n_vocab:,d} ids but vocab_size is "
-            f"{cfg.vocab_size:,d}: pass --vocab-size {tokenizer.n_vocab} (the model's ids are its ids)"
-        )
-    return tokenizer
-
-
 # %% ../notebooks/06_training.ipynb #training-030d-1
 @dataclass
 class Validation:
@@ -516,43 +478,6 @@ def eager_copies(cfg: TrainConfig, dist: Distributed, tokenizer: Tokenizer, inpu
         return copy
 
     return build
-
-
-# %% ../notebooks/06_training.ipynb #training-030f
-@dataclass
-class Progress:
-    "Where a run stands: the optimizer steps done, the last validation loss, the steps the scaler skipped."
-
-    step: int = 0
-    val_loss: float | None = None  # recorded with each checkpoint: what ranks the best one
-    skipped: int = 0
-
-
-def start_new(
-    cfg: TrainConfig, dist: Distributed, run: RunFolder, training: Training, tokenizer: Tokenizer
-) -> Progress:
-    """Begin a new run: the weights of `cfg.init_from`'s best checkpoint when asked, the tokenizer copied into
-    the run folder, an empty log (rank 0); then every generator seeded per rank, so that dropout differs
-    between ranks (the initial weights were drawn before)."""
-    if cfg.init_from:  # continued pretraining: the drawn weights replaced, with a new optimizer and schedule
-        init_from_run(training.model, cfg.init_from, tokenizer)
-    run.begin(tokenizer)  # the copy travels with the run: `gptlib sample` reads it back
-    seed_everything(cfg.seed + dist.rank)
-    return Progress()  # step 0, not validated yet, nothing skipped
-
-
-def resumed_log(run: RunFolder, records: Records, meta: dict, damaged: list) -> Progress:
-    """The run's records up to the checkpoint's step (the resumed run writes the later ones again, and they
-    come out the same), what was skipped on the way there, and where the run stands."""
-    kept, bad_lines = run.metrics.truncate_after(meta["step"])
-    records.history = kept  # what `train` returns covers the whole run, not only this start
-    for path, why in damaged:
-        records.event(meta["step"], f"skipped the damaged checkpoint {path.name}: {why}")
-    if bad_lines:
-        records.event(meta["step"], f"dropped {bad_lines} damaged line(s) of metrics.jsonl")
-    # a running count (0 in a record that lacks it: an older or edited log)
-    skipped = max([r.get("skipped", 0) for r in kept if r["kind"] == "train"], default=0)
-    return Progress(meta["step"], meta["val_loss"], skipped)
 
 
 # %% ../notebooks/06_training.ipynb #training-030l
