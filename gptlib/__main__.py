@@ -1,5 +1,21 @@
-"""`python -m gptlib ...`: hand-written plumbing that hands over to `gptlib.cli`."""
+"""`python -m gptlib ...`: hand-written plumbing that hands over to `gptlib.cli`.
 
-from gptlib.cli import main
+Ctrl-C outside the command itself is the process's to handle: while the command line is imported (torch
+takes seconds), `interrupted` and exit 130, as `gptlib.cli.main` says during the command; once the command
+has ended, nothing (its status stands: Python would otherwise print a `KeyboardInterrupt` traceback while
+shutting down, or die of the signal)."""
 
-raise SystemExit(main())
+import signal
+import sys
+
+try:
+    try:
+        from gptlib.cli import main
+
+        status = main()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: its status stands
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    status = 130
+raise SystemExit(status)

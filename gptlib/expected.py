@@ -17,7 +17,8 @@ where their learning rates are alike. The committed bands live in `gptlib/bands/
 
 - `cpu_kind()`: this machine's CPU model name and bf16/fp16 units;
 - `load_bands()`, `band_for(config, precision)`: the band of a run's configuration on this CPU kind, or
-  None and the reason (another CPU kind, another recipe: no guessing);
+  None and the reason (another CPU kind, another recipe, a damaged bands file: no guessing); `check_bands()`
+  says before a run trains whether the bands files read;
 - `judge(history, band)`: the lines that say whether the run landed inside, and what a run outside usually
   means; `place(history, config)` finds the band and judges;
 - `make_band(...)`, `save_bands(...)`: a band from the histories of its seeds, for the benchmark.
@@ -43,6 +44,7 @@ __all__ = [
     "Band",
     "cpu_kind",
     "load_bands",
+    "check_bands",
     "band_for",
     "train_curve",
     "make_band",
@@ -136,10 +138,10 @@ def _kind_text(kind: dict) -> str:
     return f"{kind['model']} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
 
 
-def load_bands(folder=BANDS) -> list[Band]:
-    "Every band in the `*.json` files of `folder` (the committed ones by default)."
+def load_bands(folder=None) -> list[Band]:
+    "Every band in the `*.json` files of `folder` (default `BANDS`, the committed ones)."
     bands = []
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(BANDS if folder is None else folder).glob("*.json")):
         document = read_json_document(
             path, format=BANDS_FORMAT, version=BANDS_VERSION, required=("bands",), what="bands file"
         )
@@ -148,6 +150,17 @@ def load_bands(folder=BANDS) -> list[Band]:
         except (TypeError, KeyError) as e:
             raise DocumentError(f"{path} holds a malformed band ({e!r})") from e
     return bands
+
+
+def check_bands(folder=None) -> str | None:
+    """None when every bands file of `folder` (default `BANDS`) reads; else what is wrong, naming the file. A
+    command that places its run says so before it trains: the run still trains and is plotted, and is then
+    placed against no band (`band_for`)."""
+    try:
+        load_bands(folder)
+    except DocumentError as e:
+        return str(e)
+    return None
 
 
 def recipe_of(config: dict) -> dict:
@@ -161,7 +174,11 @@ def band_for(
     """The band that judges a run of `config` (a `TrainConfig.to_dict()`) in `precision` (None: any) on CPU
     `kind` (default: this one), and a line saying which it is; `(None, why)` when there is none."""
     kind = cpu_kind() if kind is None else kind
-    bands = load_bands() if bands is None else bands
+    if bands is None:
+        try:
+            bands = load_bands()
+        except DocumentError as e:  # a damaged bands file costs the run its verdict, not its plot
+            return None, f"no expected band: {e}"
     if not bands:
         return None, "no expected band: none is committed (gptlib/bands/)"
     # every field both ways: a band made before a field existed is not of a recipe that sets it

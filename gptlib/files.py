@@ -13,7 +13,8 @@ shards, the checkpoints and the run pipeline all go through it, so each rule bel
   (`remove_stale_temporaries`);
 - a versioned JSON document is checked against its format, version and required fields before any of it
   is used (`read_json_document`);
-- one writer per folder (`FolderLock`): a second process is refused, a lock left by a dead one is free.
+- one writer per folder (`FolderLock`): a second process is refused, a lock left by a dead one is free, and
+  a writer refused or interrupted before it wrote anything into a new folder leaves neither lock nor folder.
   The lock is POSIX's `flock`, like the liveness test of a pid: gptlib runs on Linux and macOS.
 """
 
@@ -23,6 +24,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -131,17 +133,17 @@ def atomic_open(path, durable: bool = True):
     path = Path(path)
     partial = temporary_name(path)
     try:
-        with open(partial, "xb") as f:
-            try:
+        try:
+            with open(partial, "xb") as f:
                 yield f
-            except OSError as e:
-                if e.errno in _WRITE_ERRORS:
-                    _name_the_file(e, path)
-                raise
-            with naming(path):  # the data of this file reaching the disk
-                f.flush()
-                if durable:
-                    os.fsync(f.fileno())
+                with naming(path):  # the data of this file reaching the disk
+                    f.flush()
+                    if durable:
+                        os.fsync(f.fileno())
+        except OSError as e:  # a write of the block, or `close()` writing what the failed flush left
+            if e.errno in _WRITE_ERRORS:
+                _name_the_file(e, path)
+            raise
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -217,12 +219,17 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_temporaries(folder, recursive: bool = False) -> list[Path]:
     """Delete the temporary files and folders (`temporary_name`) in `folder` (and below it, when `recursive`)
-    whose process is gone; return them."""
+    whose process is gone, and those of `folder` itself beside it (a copy of it being built, or an old one
+    moved aside: `build_folder`, `replace_folder`); return them. Beside it, only `folder`'s own temporaries
+    are touched, never another name's."""
     folder = Path(folder)
     removed = []
     if not folder.is_dir():
         return removed
-    for entry in list(folder.rglob(".*.tmp-*") if recursive else folder.iterdir()):
+    own = []
+    with contextlib.suppress(OSError):  # a parent that cannot be listed holds nothing known to be ours
+        own = [entry for entry in folder.parent.iterdir() if temporary_of(entry.name) == folder.name]
+    for entry in own + list(folder.rglob(".*.tmp-*") if recursive else folder.iterdir()):
         match = _TEMPORARY.match(entry.name)
         if match and entry.exists() and not _alive(int(match.group(2))):
             if entry.is_dir() and not entry.is_symlink():
@@ -289,13 +296,25 @@ class LockedError(GptlibError, RuntimeError):
 class FolderLock:
     """An exclusive lock on `folder/.lock` for the life of a `with` block. The operating system releases it
     when the process dies however it dies (`fcntl.flock`), so a crashed writer never blocks the next one.
-    The file holds the owner's pid, for the error message."""
+    The file holds the owner's pid, for the error message.
+
+    A block that fails (an error, Ctrl-C) in a folder that was `fresh` (missing, or holding nothing but a
+    lock) and still holds nothing but the lock leaves no lock behind, nor the folder when the lock made it:
+    a command refused or interrupted before it wrote anything leaves the disk as it found it. A kill leaves
+    the lock, which the next writer takes."""
 
     def __init__(self, folder, what: str = "folder"):
         self.path, self.what, self._fd = Path(folder) / LOCK_FILE, what, None
+        self.fresh, self._made = False, []
 
     def __enter__(self) -> FolderLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        folder = self.path.parent
+        # the folders `mkdir` is about to make, the deepest first
+        self._made = list(itertools.takewhile(lambda p: not p.exists(), [folder, *folder.parents]))
+        self.fresh = bool(self._made) or (
+            folder.is_dir() and all(entry.name == LOCK_FILE for entry in folder.iterdir())
+        )
+        folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -315,8 +334,20 @@ class FolderLock:
         self._fd = fd
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, *exc) -> bool:
         if self._fd is not None:
-            os.close(self._fd)  # closing releases the lock; the file stays (removing it would race)
+            if exc_type is not None and self.fresh:
+                self._take_back()
+            os.close(self._fd)  # closing releases the lock; the file stays (removing it then would race)
             self._fd = None
         return False
+
+    def _take_back(self) -> None:
+        """Remove the lock of a fresh folder the block left empty, and the folders this lock made. The lock
+        file goes while it is still held, so no other process holds it meanwhile: one that opens it later
+        makes a new one (and a folder no longer empty stays)."""
+        with contextlib.suppress(OSError):
+            if [entry.name for entry in self.path.parent.iterdir()] == [LOCK_FILE]:
+                self.path.unlink()
+                for folder in self._made:
+                    folder.rmdir()

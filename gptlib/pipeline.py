@@ -16,9 +16,10 @@ different places never share a tokenizer, shards or a run (a corpus that moves i
 
 The validation text is whole documents held out (`held_out_fraction`): 5 % of them, at least one, fewer when
 those hold more than `VAL_MAX_TOKENS`, and never fewer than hold one window of the model's context. A corpus
-of one document cannot be split that way and is refused with an error that says what to do. The sample at
-the end is prompted with a speaker heading for Shakespeare, and otherwise with the opening of the first
-held-out document (`held_out_prompt`), text the model has never trained on.
+of one document cannot be split that way and is refused before any work with an error that says what to do,
+as is a folder that holds the data folder itself (`check_corpus`). The sample at the end is prompted with a
+speaker heading for Shakespeare, and otherwise with the opening of the first held-out document
+(`held_out_prompt`), text the model has never trained on.
 
 Also here, for the commands that train: `TrainingEvents` (a run's scalars as TensorBoard events while it
 trains, `--tensorboard`), and `continued_pretraining` with `held_out_bpb` (the figures of continued
@@ -29,6 +30,7 @@ after).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -40,10 +42,10 @@ import numpy as np
 import regex
 import torch
 
-from .corpus import EMBEDDED, data_dir, open_corpus
+from .corpus import EMBEDDED, CorpusError, data_dir, open_corpus
 from .data import DataConfig, open_split, prepare
 from .display import save_plots
-from .expected import place
+from .expected import check_bands, place
 from .files import atomic_write, sha256_bytes, write_json
 from .loader import eval_batches
 from .model import GPT, param_counts, sample_text
@@ -62,6 +64,7 @@ __all__ = [
     "VAL_FRACTION",
     "VAL_MAX_TOKENS",
     "corpus_name",
+    "check_corpus",
     "held_out_fraction",
     "held_out_prompt",
     "tokens_per_parameter",
@@ -114,19 +117,29 @@ def _canonical(spec: str) -> str:
     return str(Path(spec).expanduser().resolve())
 
 
-def _refuse_one_document(spec: str) -> None:
-    """Refuse, before any work, a local corpus of one document: validation holds out whole documents, and
-    one document cannot be both trained on and held out. (A `.jsonl` of one line is refused by the split.)"""
-    path = Path(spec)
+def check_corpus(spec: str, root=None) -> None:
+    """Refuse, before any work, a local corpus that the pipeline writing under `root` (default `data_dir()`)
+    cannot use: a folder that holds `root` (the samples and texts written there would be read back as
+    documents, a new corpus at every run), or a corpus of one document (validation holds out whole
+    documents, and one document cannot be both trained on and held out). Its first two documents are read
+    for that, no more; an empty corpus is refused on the way (`gptlib.corpus`)."""
+    path = Path(spec).expanduser()
     if spec in EMBEDDED or spec.startswith("hf:") or not path.exists():
         return  # open_corpus names what is wrong with a spec that is neither
-    texts = [path] if path.is_file() and path.suffix == ".txt" else []
-    if path.is_dir():
-        texts = list(path.rglob("*.txt"))  # open_corpus's rule: every .txt below the folder, one a document
-    if len(texts) == 1:
+    path, root = path.resolve(), Path(root if root is not None else data_dir()).expanduser().resolve()
+    if path.is_dir() and (path == root or path in root.parents):
+        raise CorpusError(
+            f"the corpus folder {path} holds {root}, the data folder where `run` writes: its samples would "
+            "be read back as documents; give a folder that does not hold it, or set GPTLIB_DATA elsewhere"
+        )
+    first = list(itertools.islice(open_corpus(str(path)), 2))
+    if len(first) == 1:
+        records = path.suffix in (".jsonl", ".parquet")  # a document a record, else a document a .txt file
+        name = first[0].name if records else f"{first[0].name}.txt"
+        several = f"a {path.suffix} file of several records" if records else "a folder of several .txt files"
         raise ShardError(
-            f"the corpus {spec} is one document ({texts[0].name}): its validation text is whole documents "
-            "held out, so give a folder of several .txt files (a chapter or a part each)"
+            f"the corpus {spec} is one document ({name}): its validation text is whole documents held out, "
+            f"so give {several} (a chapter or a part each)"
         )
 
 
@@ -243,7 +256,7 @@ def prepare_data(
     held-out documents hold at least one window of `context + 1` tokens. The notebooks' one setup."""
     say = log or (lambda line: None)
     corpus = _canonical(corpus)
-    _refuse_one_document(corpus)
+    check_corpus(corpus, root)
     name = corpus_name(corpus)
     tok_dir = Path(root) / "tokenizers" / f"{name}-{vocab_size}"
     say(f"== tokenizer ({vocab_size} ids) in {tok_dir}")
@@ -420,6 +433,8 @@ def run_pipeline(
     say = log or (lambda line: None)
     root = Path(root) if root is not None else data_dir()
     cfg = config if config is not None else TrainConfig.preset(preset)
+    if tensorboard:
+        check_installed()  # before any stage, not once two of them have run
     data = prepare_data(corpus, cfg.vocab_size, root, context=cfg.context, log=log, progress=progress)
     tokenizer, tok_dir, shards, name = data.tokenizer, data.tokenizer_dir, data.shards, data.name
     run = root / "runs" / f"{name}-{preset}"
@@ -427,8 +442,10 @@ def run_pipeline(
         say(f"   the tokenizer has {tokenizer.n_vocab} ids, not {cfg.vocab_size}: so has the model")
     # vocab_size is the number of token ids, the tokenizer's and the model's alike
     cfg = replace(cfg, shards=str(shards), tokenizer=str(tok_dir), out=str(run), vocab_size=tokenizer.n_vocab)
-    events = TrainingEvents(run) if tensorboard else None  # checked before training: TensorBoard installed
+    events = TrainingEvents(run) if tensorboard else None
     say(f"== training the {preset!r} preset in {run}")
+    if corpus == BANDS_CORPUS and (damaged := check_bands()) is not None:  # said now, not once it has trained
+        say(f"   note: {damaged}: the run will not be placed against an expected band")
     say(f"   {_passes(cfg, data.manifest['splits']['train']['n_tokens'])}")
     say(f"   {tokens_per_parameter(cfg, data.manifest['splits']['train']['n_tokens'])}")
     try:

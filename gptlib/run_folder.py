@@ -40,6 +40,7 @@ reads three keys of the metadata: `val_loss` (which checkpoint is best), and, to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -67,7 +68,7 @@ from .files import (
 from .model import GPT, GPTConfig
 from .optim import PRECISIONS
 from .runtime import rng_state, seed_everything, set_rng_state
-from .shards import read_manifest
+from .shards import check_made_by, read_manifest
 from .tensorboard import EVENT_FILES, TENSORBOARD_DIR
 from .tokenizer import Tokenizer
 
@@ -287,7 +288,9 @@ class RunFolder:
     `torchrun` group) only reads: no lock, no marker, nothing written or removed.
 
     Entering it refuses a folder that is not empty and is not a gptlib run (no marker), takes the lock, puts
-    the marker, and removes what processes that died left half-written (temporary files and folders)."""
+    the marker, and removes what processes that died left half-written (temporary files and folders). A run
+    refused before it began (a setting its data cannot serve, Ctrl-C) in a new or empty folder takes the
+    marker and the lock away again, and the folder it made."""
 
     def __init__(self, path, *, writer: bool = True):
         self.path, self.writer = Path(path), writer
@@ -305,9 +308,13 @@ class RunFolder:
                 remove_stale_temporaries(folder)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, *exc) -> bool:
         if self._lock is not None:
-            self._lock.__exit__(*exc)
+            if exc_type is not None and self._lock.fresh:  # refused before it began: it leaves no run folder
+                with contextlib.suppress(OSError):
+                    if {entry.name for entry in self.path.iterdir()} == {LOCK_FILE, RUN_MARKER}:
+                        (self.path / RUN_MARKER).unlink()  # and the lock takes its folder back (FolderLock)
+            self._lock.__exit__(exc_type, *exc)
         return False
 
     def resume_point(self) -> tuple[Path | None, dict | None, list[tuple[Path, str]]]:
@@ -517,8 +524,11 @@ def open_tokenizer(cfg) -> Tokenizer:
 
 def run_inputs(tokenizer, shards) -> dict:
     """What a run trains on, as its checkpoints record it: the tokenizer's fingerprint and the key of the
-    shard folder `shards` (shards prepared again from changed inputs have another key)."""
-    return {"tokenizer_fingerprint": tokenizer.fingerprint(), "data_key": read_manifest(shards)["key"]}
+    shard folder `shards` (shards prepared again from changed inputs have another key). Shards another
+    tokenizer made are refused here, before the run folder is made."""
+    manifest = read_manifest(shards)
+    check_made_by(shards, manifest, tokenizer.fingerprint())
+    return {"tokenizer_fingerprint": tokenizer.fingerprint(), "data_key": manifest["key"]}
 
 
 def resume_precision(requested: str, meta: dict | None) -> str:

