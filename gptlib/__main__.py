@@ -8,14 +8,20 @@ shutting down, or die of the signal)."""
 import signal
 import sys
 
-try:
-    try:
-        from gptlib.cli import main
 
-        status = main()
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: its status stands
-except KeyboardInterrupt:
-    print("interrupted", file=sys.stderr)
-    status = 130
-raise SystemExit(status)
+def main() -> int:
+    "The command line's status; also the `gptlib` console script's entry (pyproject.toml), for the same reason."
+    try:
+        try:
+            from gptlib.cli import main as command
+
+            return command()
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: its status stands
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -186,9 +186,11 @@ def test_model_show_refuses_a_model_beyond_memory_before_building_it(capsys, mon
     assert message.startswith("--vocab-size 10,000,000,000 asks for 20.5 TB of memory (the model), more than")
 
 
-def test_the_console_script_runs_the_same_main():
+def test_the_console_script_runs_the_same_main_as_python_m():
+    import gptlib.__main__  # importing it runs nothing: `python -m gptlib` calls its main
+
     (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "gptlib"]
-    assert script.load() is gptlib.cli.main
+    assert script.load() is gptlib.__main__.main  # Ctrl-C while the command line imports: exit 130 in both
     result = subprocess.run(
         [sys.executable, "-m", "gptlib", "model", "show", "--preset", "tiny"],
         capture_output=True,
