@@ -12,6 +12,7 @@ arguments once, and runs the command under the error policy below.
     sample     generate text from a trained run                           gptlib.cli.sample
     run        the main job: the whole pipeline, on any corpus            gptlib.cli.run
     metrics    a run's metrics.jsonl as TensorBoard event files           gptlib.cli.metrics
+    lab        experiments: baseline against candidate, paired seeds      gptlib.cli.lab
 
 The error policy: a user's mistake ends in one line, a bug in its traceback.
 
@@ -41,13 +42,13 @@ import sys
 
 from gptlib.errors import GptlibError
 
-from . import corpus, data, metrics, model, run, sample, tokenizer, train
+from . import corpus, data, lab, metrics, model, run, sample, tokenizer, train
 from ._shared import Parser, UsageError
 from .train import config_from_args, train_parser
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "describe", "main", "config_from_args", "train_parser"]
 
-COMMANDS = (corpus, tokenizer, data, model, train, sample, run, metrics)  # in the order `-h` lists them
+COMMANDS = (corpus, tokenizer, data, model, train, sample, run, metrics, lab)  # in the order `-h` lists them
 
 
 def build_parser() -> Parser:
