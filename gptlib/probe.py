@@ -1,4 +1,4 @@
-"""A new run's probe: real steps timed, the precision chosen, a time budget made steps.
+"""A new run's probe: real steps timed; precision, a GPU's shape and a budget's steps chosen.
 
 Hand-written plumbing, not generated from a notebook: 06_training shows what the probe says; timing is
 bookkeeping. A training step's time is a property of the machine, not of the recipe: the same `cpu` preset
@@ -7,22 +7,28 @@ bf16 and fp32, measures the step it will take rather than guessing it from a pro
 says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a small shape).
 
 - `measure(cfg, dist, budget, build=..., folder=...)`: before a new run's first step, a few of its real steps
-  timed (its model, batch, context, precision, wrapped for DDP when it is; eager even when the run compiles),
-  in each precision worth timing, on copies of the model and optimizer built by the run's own set-up under
-  a fork of the random generators: the run itself then computes exactly what it would have computed
-  without the probe. With a budget, one validation and one checkpoint are timed as well. The result is a
-  `Probe`, recorded with the run (its first log record and every checkpoint), so that a resume decides as
-  the run began (`recorded(meta)`);
+  timed (its model, batch, context, precision, wrapped for DDP when it is), in each precision worth timing,
+  on copies of the model and optimizer built by the run's own set-up under a fork of the random generators:
+  the run itself then computes exactly what it would have computed without the probe. With a budget, one
+  validation and one checkpoint are timed as well. The result is a `Probe`, recorded with the run (its first
+  log record and every checkpoint), so that a resume decides as the run began (`recorded(meta)`);
+- on a CUDA GPU with `precision=auto` the probe also chooses the run's shape (`search`): bf16 and fp16 steps
+  (where the GPU has their tensor cores) at each micro-batch from the run's own up to its whole batch a
+  process, doubling until one runs out of memory, `grad_accum` shrunk so that the batch stays the run's;
+  then the chosen one compiled and timed again. `choose_shape` decides from those facts alone (a pure
+  function, tested with a faked device table) and `chosen_config` makes the run's config of its choice. A
+  GPU run that compiles, with a budget, times its compiled step too, so that its plan counts what it runs;
 - `precisions_to_time(requested, device, budget)`: which precisions are worth a step: fp32 and bf16 when a
   CPU's `auto` must choose, a 16-bit format asked for on a CPU beside fp32 (so that a warning can say what
-  it costs when it is the slower), the one precision that will run when only the budget needs a time;
+  it costs when it is the slower), a GPU's 16-bit formats for its `auto`, the one precision that will run
+  when only the budget needs a time;
 - `steps_within(budget_s, probe, ...)`: the most optimizer steps whose steps, validations and checkpoints
   fit `budget_s` seconds (a pure function of the probe's times);
 - `Budget`: a new run's minutes, made once (`Budget.of(cfg, started)`); `plan` sets `max_steps` from the
-  probe's times and what is left once the set-up and the probe are done, so that warmup and the decay end
-  when the time does; `replan` moves the end as the run goes, while its learning rate holds, to what fits
-  at the rate of its own latest steps. `resumed_config(cfg, meta)` keeps the steps a resumed run was
-  planned with;
+  probe's times (compiled ones where the run compiles) and what is left once the set-up, the probe and the
+  compiling are done, so that warmup and the decay end when the time does; `replan` moves the end as the
+  run goes, while its learning rate holds, to what fits at the rate of its own latest steps.
+  `resumed_config(cfg, meta)` keeps the steps (and a GPU's chosen shape) a resumed run was planned with;
 - `describe(...)`, `start_line(...)`: the probe and the plan in words, and the run's first log line.
 """
 
@@ -32,23 +38,40 @@ import math
 import shutil
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from .errors import ConfigError
 from .files import temporary_name
-from .optim import CPU_UNITS, _tensor_cores, choose_precision, cpu_features  # one rule for tensor cores
+from .optim import (  # one rule for tensor cores, one for the precision
+    CPU_UNITS,
+    STEP_TIME_NOISE,
+    _tensor_cores,
+    choose_precision,
+    cpu_features,
+)
 from .run_folder import save_checkpoint
+from .runtime import memory_bytes, training_module
 
 __all__ = [
+    "Trial",
+    "Choice",
     "Probe",
+    "MEMORY_MARGIN",
     "WARMUP_STEPS",
     "TIMED_STEPS",
     "hardware_features",
     "precisions_to_time",
+    "tunes",
+    "micro_batches",
+    "compile_pays",
+    "choose_shape",
+    "chosen_config",
+    "DeviceMemory",
     "time_steps",
+    "search",
     "measure",
     "run_cost",
     "steps_within",
@@ -68,6 +91,57 @@ MAX_TIMING_S = 20.0  # the timed rounds stop early past this (a slow format such
 # timing its warm-up and two rounds in full cost 80 s of a 9-minute budget
 HOPELESS = 5.0
 EVAL_TIMED_BATCHES = 3  # validation batches timed; a validation's time is their mean times its batch count
+# the share of a GPU's memory a chosen micro-batch leaves free: the caching allocator's fragments, a
+# validation's batches, a compiled graph's buffers and other processes on the GPU are not in a step's peak
+MEMORY_MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One shape a GPU run's probe measured: `micro_batch` sequences a pass, `grad_accum` passes a step, in
+    `precision`, eager or `compiled`. `step_s`: the median seconds of its optimizer step (None: not timed, as
+    it did not fit); `memory`: the most bytes its step held, the model and optimizer included (0 where the
+    device does not say; None: it ran out of memory)."""
+
+    precision: str
+    micro_batch: int
+    grad_accum: int
+    compiled: bool = False
+    step_s: float | None = None
+    memory: int | None = 0
+
+    def fits(self, total: int | None) -> bool:
+        "Whether the step ran and held at most 1 - MEMORY_MARGIN of `total` bytes (0 or None: not known)."
+        if self.memory is None:
+            return False
+        return not total or self.memory <= (1 - MEMORY_MARGIN) * total
+
+    @property
+    def shape(self) -> str:
+        return f"{self.micro_batch} x {self.grad_accum}"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Trial:
+        "A trial as `asdict` wrote it, its fields checked."
+        step_s, memory = d.get("step_s"), d.get("memory", 0)
+        return cls(
+            precision=str(d["precision"]),
+            micro_batch=int(d["micro_batch"]),
+            grad_accum=int(d["grad_accum"]),
+            compiled=bool(d.get("compiled", False)),
+            step_s=None if step_s is None else float(step_s),
+            memory=None if memory is None else int(memory),
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    "What a GPU run's probe chose: the precision, the micro-batch and accumulation, and whether to compile."
+
+    precision: str
+    micro_batch: int
+    grad_accum: int
+    compile: bool
 
 
 @dataclass(frozen=True)
@@ -80,20 +154,53 @@ class Probe:
     eval_s: float = 0.0  # one validation of `eval_batches` batches (every window when 0); 0: not timed
     save_s: float = 0.0  # one checkpoint written; 0: not timed
     precisions: tuple[str, ...] = ()  # the order the precisions were timed in
+    # a compiled step, per precision timed compiled (the run's, or on a GPU the chosen one's), and the seconds
+    # torch.compile took on its first forward and backward pass: {} and 0 when nothing was compiled
+    compiled_s: dict[str, float] = field(default_factory=dict)
+    compile_s: float = 0.0
+    # a GPU's `auto`: every shape measured, the device's memory (bytes) and what was chosen; (), 0 and None
+    # elsewhere. `step_s` then holds the times at the chosen micro-batch
+    trials: tuple[Trial, ...] = ()
+    memory: int = 0
+    choice: Choice | None = None
+
+    def step_time(self, precision: str, compiled: bool = False) -> float:
+        "Seconds of one step in `precision`: the compiled step's when `compiled` and the probe timed one."
+        if compiled and precision in self.compiled_s:
+            return self.compiled_s[precision]
+        return self.step_s[precision]
 
     def to_dict(self) -> dict:
         "As JSON: what the run's start record and its checkpoints hold."
-        return {**asdict(self), "features": list(self.features), "precisions": list(self.precisions)}
+        return {
+            **asdict(self),
+            "features": list(self.features),
+            "precisions": list(self.precisions),
+            "trials": [asdict(t) for t in self.trials],
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> Probe:
-        "The probe a run recorded (`to_dict`)."
+        "The probe a run recorded (`to_dict`); one recorded before the GPU's choice has none."
+        choice = d.get("choice")
         return cls(
             step_s={str(k): float(v) for k, v in d["step_s"].items()},
             features=tuple(d.get("features", ())),
             eval_s=float(d.get("eval_s", 0.0)),
             save_s=float(d.get("save_s", 0.0)),
             precisions=tuple(d.get("precisions", d["step_s"])),
+            compiled_s={str(k): float(v) for k, v in d.get("compiled_s", {}).items()},
+            compile_s=float(d.get("compile_s", 0.0)),
+            trials=tuple(Trial.from_dict(t) for t in d.get("trials", ())),
+            memory=int(d.get("memory", 0)),
+            choice=None
+            if choice is None
+            else Choice(
+                str(choice["precision"]),
+                int(choice["micro_batch"]),
+                int(choice["grad_accum"]),
+                bool(choice["compile"]),
+            ),
         )
 
 
@@ -127,8 +234,99 @@ def precisions_to_time(requested: str, device, budget: bool) -> tuple[str, ...]:
             # (bf16 runs 0.7x fp32's speed on an Intel Xeon whose AMX is hidden, avx512_bf16 alone)
             return (requested, "fp32")
         return (requested,) if budget else ()
-    # a GPU's (or MPS's) precision follows from its hardware: a step is timed only for a budget
+    if tunes(requested, device):  # a GPU's auto: each 16-bit format its tensor cores run (fp32 without any)
+        cores = _tensor_cores(device)
+        formats = (("bf16", "bf16_tensor_cores"), ("fp16", "fp16_tensor_cores"))
+        return tuple(name for name, core in formats if core in cores) or ("fp32",)
+    # a precision asked for on a GPU (or anything on MPS) follows from its hardware: timed only for a budget
     return (choose_precision(device, requested).name,) if budget else ()
+
+
+def tunes(requested: str, device) -> bool:
+    """Whether a new run's probe chooses its shape (`search`): on a CUDA GPU, when the precision is left to
+    it (`auto`). A precision asked for keeps the run as configured: `--precision fp16` is the seed's run."""
+    return torch.device(device).type == "cuda" and requested == "auto"
+
+
+def micro_batches(micro_batch: int, grad_accum: int) -> tuple[int, ...]:
+    """The micro-batches a GPU's probe tries, smallest first: the run's own, doubled while the doubled one
+    still divides the sequences a process takes a step (`micro_batch * grad_accum`, which each one keeps)."""
+    per_process, sizes = micro_batch * grad_accum, [micro_batch]
+    while per_process % (2 * sizes[-1]) == 0:
+        sizes.append(2 * sizes[-1])
+    return tuple(sizes)
+
+
+def compile_pays(eager_s: float, compiled_s: float, compile_s: float, steps: int) -> bool:
+    """Whether compiling pays over a run of `steps` steps: a compiled step faster than an eager one by more
+    than the noise of timings (STEP_TIME_NOISE), and the compiling plus the compiled steps shorter than the
+    eager steps. Where a budget sets the steps, `steps` are those eager steps would fit: a compiled run
+    shorter at that count fits more in the same minutes."""
+    return compiled_s < (1 - STEP_TIME_NOISE) * eager_s and compile_s + steps * compiled_s < steps * eager_s
+
+
+def choose_shape(
+    trials,
+    *,
+    requested: str,
+    features: tuple[str, ...],
+    total_memory: int | None,
+    steps: int,
+    compile_s: float,
+) -> Choice:
+    """A GPU run's precision, micro-batch and compiling, from what its probe measured alone (`trials`, each a
+    `Trial`; the device's `total_memory` in bytes, None or 0: not known; the GPU's tensor cores `features`,
+    as `choose_precision` names them; the run's `steps`; `compile_s` seconds of compiling). Among the eager
+    shapes that fit the memory with MEMORY_MARGIN to spare: at each micro-batch the precision
+    `choose_precision` keeps from its step times there; then the largest micro-batch whose step is within
+    STEP_TIME_NOISE of the fastest (a larger one is as fast or faster on a GPU, and the few percent between
+    two timed steps are noise). Compiled when that shape's compiled trial fits and `compile_pays`."""
+    eager = [t for t in trials if not t.compiled and t.step_s is not None and t.fits(total_memory)]
+    if not eager:
+        raise ConfigError(
+            "no micro-batch of this run fits the GPU's memory: use a smaller --micro-batch or model"
+        )
+    at = {}  # micro-batch -> (precision kept there, its step's seconds)
+    for mb in sorted({t.micro_batch for t in eager}):
+        times = {t.precision: t.step_s for t in eager if t.micro_batch == mb}
+        kept = choose_precision("cuda", requested, step_seconds=times, features=features).name
+        if kept in times:  # a precision chosen by the cores, not timed here, leaves this micro-batch out
+            at[mb] = kept, times[kept]
+    if not at:
+        raise ConfigError("the GPU's probe timed no step in the precision its tensor cores choose")
+    fastest = min(seconds for _, seconds in at.values())
+    mb = max(m for m, (_, seconds) in at.items() if seconds <= (1 + STEP_TIME_NOISE) * fastest)
+    precision, eager_s = at[mb]
+    grad_accum = next(t.grad_accum for t in eager if t.micro_batch == mb)
+    compiled = [
+        t
+        for t in trials
+        if t.compiled and t.precision == precision and t.micro_batch == mb and t.step_s is not None
+    ]
+    compiles = any(
+        t.fits(total_memory) and compile_pays(eager_s, t.step_s, compile_s, steps) for t in compiled
+    )
+    return Choice(precision, mb, grad_accum, compiles)
+
+
+def chosen_config(cfg, probe: Probe | None):
+    """`cfg` as its probe chose it (`probe.choice`; unchanged where the probe chose nothing): the micro-batch,
+    the accumulation and compiling, and as many validation batches as validate the windows `cfg` validated
+    (20 batches of 8 become 5 of 32: the figure stays comparable, its cost does not grow)."""
+    if probe is None or probe.choice is None:
+        return cfg
+    choice = probe.choice
+    assert choice.micro_batch * choice.grad_accum == cfg.micro_batch * cfg.grad_accum, (
+        "a probe's choice keeps the sequences a process takes a step"
+    )
+    windows = cfg.eval_batches * cfg.micro_batch  # 0: every window, whatever the batch
+    return replace(
+        cfg,
+        micro_batch=choice.micro_batch,
+        grad_accum=choice.grad_accum,
+        compile=choice.compile,
+        eval_batches=-(-windows // choice.micro_batch),
+    )
 
 
 def time_steps(steps: dict, most=None) -> dict[str, float]:
@@ -165,15 +363,43 @@ def _timed(function) -> float:
     return time.perf_counter() - began
 
 
-def measure(cfg, dist, budget: Budget | None, *, build, folder) -> Probe | None:
+class DeviceMemory:
+    """A device's memory as the probe reads it: `total` bytes (None where the device does not say), and
+    `measure(run)`, the most bytes allocated while `run()` ran beyond what was allocated before it (0 off
+    CUDA, where torch keeps no such count)."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.total = memory_bytes(self.device) if self.device.type == "cuda" else None
+
+    def measure(self, run) -> int:
+        if self.device.type != "cuda":
+            run()
+            return 0
+        torch.cuda.synchronize(self.device)
+        before = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        run()
+        torch.cuda.synchronize(self.device)
+        return torch.cuda.max_memory_allocated(self.device) - before
+
+    def release(self) -> None:
+        "Hand the blocks a step that ran out of memory left behind back to the device."
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def measure(cfg, dist, budget: Budget | None, *, build, folder, memory=None) -> Probe | None:
     """Time real training steps of the new run `cfg` (see the module docstring) in each precision worth timing
     (`precisions_to_time`); None when nothing depends on them (a precision asked for and no budget). The
     caller (`gptlib.train.train`) hands in its own set-up, so that what is timed is what the run does:
     `build(precision)` is a fresh `gptlib.train.Training` of the run in that precision (model, optimizer,
     scaler, loader, validation split, and `forward`, DDP-wrapped as the run's, never compiled), whose
-    `step(batches, lr, cfg)` and `validate(cfg, dist, n)` are the run's own. Eager: compiling every copy would
-    cost a compile per precision (half a minute each from an empty cache), and a compiled run's own steps,
-    faster than the probe's, move its end while its rate holds (`Budget.replan`).
+    `step(batches, lr, cfg)` and `validate(cfg, dist, n)` are the run's own. On a CUDA GPU with `auto`, the
+    shape is searched and chosen (`search`); a run on a GPU that compiles and has a budget times one copy
+    compiled as well. A CPU's copies stay eager: compiling there costs half a minute from an empty cache,
+    and a compiled run's own steps, faster than the probe's, move its end while its rate holds
+    (`Budget.replan`). `memory` reads the device's memory (default `DeviceMemory`).
 
     With a `budget`, a validation and a checkpoint (written under a temporary name in `folder`, then removed)
     are timed too. Every random generator is restored afterwards: the copies' initial weights, dropout and
@@ -185,46 +411,223 @@ def measure(cfg, dist, budget: Budget | None, *, build, folder) -> Probe | None:
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         trials = {name: build(name) for name in precisions}
         try:
-            steps = {name: _finished(device, cfg, t) for name, t in trials.items()}
-            step_s = time_steps(steps, most=lambda values: _most_on_every_rank(dist, values))
-            step_s = _same_on_every_rank(dist, step_s)
-            eval_s = save_s = 0.0
+            if tunes(cfg.precision, device):
+                probe = search(cfg, dist, trials, budget, memory or DeviceMemory(device))
+            else:
+                probe = _as_configured(cfg, dist, trials, budget)
             if budget is not None:
-                chosen = trials[_chosen(cfg, device, step_s)]
-                chosen.validate(cfg, dist, 1)  # warm: the first forward pass in eval mode picks its kernels
-                n, batches = EVAL_TIMED_BATCHES, len(chosen.val_batches(cfg, dist))  # the loader's count
-                eval_s = _timed(lambda: chosen.validate(cfg, dist, n)) / n * batches
+                run_cfg = chosen_config(cfg, probe)
+                chosen = trials[_chosen(run_cfg, device, probe.step_s)]
+                # warm: the first forward pass in eval mode picks its kernels
+                chosen.validate(run_cfg, dist, 1)
+                n, batches = EVAL_TIMED_BATCHES, len(chosen.val_batches(run_cfg, dist))  # the loader's count
+                eval_s = _timed(lambda: chosen.validate(run_cfg, dist, n)) / n * batches
                 save_s = _save_seconds(chosen, folder) if dist.is_main else 0.0
                 eval_s, save_s = _eval_and_save_on_every_rank(dist, eval_s, save_s)
+                probe = replace(probe, eval_s=eval_s, save_s=save_s)
         finally:
             for training in trials.values():
                 training.loader.close()  # worker processes, if the run reads with them
+    return probe
+
+
+def _as_configured(cfg, dist, trials: dict, budget: Budget | None) -> Probe:
+    """The probe of a run whose shape is its config's: each precision's step timed at it, and on a GPU the
+    run's precision compiled and timed too when the run compiles and a budget must count its steps."""
+    device, most = dist.device, _most_for(dist)
+    step_s = time_steps({name: _finished(device, cfg, t) for name, t in trials.items()}, most=most)
+    step_s = _same_on_every_rank(dist, step_s)
+    probe = Probe(step_s=step_s, features=hardware_features(device), precisions=tuple(trials))
+    if budget is not None and cfg.compile and device.type == "cuda":
+        name = _chosen(cfg, device, step_s)
+        compile_s, compiled = _compiled_trial(cfg, dist, trials[name], cfg.micro_batch, DeviceMemory(device))
+        if compiled is not None and compiled.step_s is not None:  # else: failed, or out of memory
+            probe = replace(probe, compiled_s={name: compiled.step_s}, compile_s=compile_s)
+    return probe
+
+
+def search(cfg, dist, trials: dict, budget: Budget | None, memory) -> Probe:
+    """A GPU run's shape, chosen from its real steps (`trials`: precision -> a `build` copy of the run):
+
+    1. memory: one step of each precision at each of `micro_batches`, smallest first, each copy's model
+       stepped without DDP (a rank out of memory must not leave the others waiting in a collective), until
+       one runs out of memory (`torch.cuda.OutOfMemoryError`, caught); the most bytes held, over the ranks;
+    2. time: the precisions' steps timed in turn (`time_steps`) at each micro-batch that fits;
+    3. the eager choice (`choose_shape`), then its shape compiled (the run's own `training_module`, its
+       seconds counted) and timed, and the choice made again with it: compiled when that pays.
+
+    A micro-batch k times the run's takes k of the copy's batches side by side: the run's own data and
+    loader. `memory` is a `DeviceMemory` (a test hands in a fake). Returns the probe, its `step_s` the
+    precisions' times at the chosen micro-batch."""
+    device, most, names = dist.device, _most_for(dist), tuple(trials)
+    sizes = micro_batches(cfg.micro_batch, cfg.grad_accum)
+    per_process = cfg.micro_batch * cfg.grad_accum
+    # 1. memory, smallest first: a size that ran out of memory ends the doubling
+    held: dict[tuple[str, int], float] = {(n, mb): math.inf for mb in sizes for n in names}  # inf: no
+    for mb in sizes:
+        for name in names:
+            held[name, mb] = _held(device, cfg, trials[name], mb, memory)
+        if math.inf in (held[n, mb] for n in names):
+            break
+    held = dict(zip(held, most(list(held.values()))))  # every rank the same table, in the same order
+    # 2. time, at each micro-batch that fits with the margin, up to the first that ran out of memory
+    rows = []
+    for mb in sizes:
+        if rows and math.inf in (held[n, rows[-1].micro_batch] for n in names):
+            break
+        fitting = {
+            n: trials[n]
+            for n in names
+            if Trial(n, mb, per_process // mb, memory=_bytes(held[n, mb])).fits(memory.total)
+        }
+        step_s = {}
+        if fitting:  # the same precisions on every rank, from the shared table
+            timed = time_steps({n: _finished(device, cfg, t, mb) for n, t in fitting.items()}, most=most)
+            step_s = _same_on_every_rank(dist, timed)
+        rows += [
+            Trial(n, mb, per_process // mb, step_s=step_s.get(n), memory=_bytes(held[n, mb])) for n in names
+        ]
+    # the facts the choice is made from, besides the table: the GPU's cores and memory
+    facts = {
+        "requested": cfg.precision,
+        "features": _tensor_cores(device),
+        "total_memory": memory.total,
+        "compile_s": 0.0,
+    }
+    steps = _steps_of(cfg, dist, budget, _eager_seconds(rows, choose_shape(rows, **facts, steps=1)))
+    eager = choose_shape(rows, **facts, steps=steps)
+    # 3. the eager choice compiled: its compiling counted against the steps it would save
+    compile_s, compiled = _compiled_trial(cfg, dist, trials[eager.precision], eager.micro_batch, memory)
+    rows += [compiled] if compiled is not None else []
+    choice = choose_shape(rows, **{**facts, "compile_s": compile_s}, steps=steps)
+    at_choice = {
+        t.precision: t.step_s for t in rows if t.micro_batch == choice.micro_batch and not t.compiled
+    }
     return Probe(
-        step_s=step_s,
+        step_s={n: s for n, s in at_choice.items() if s is not None},
         features=hardware_features(device),
-        eval_s=eval_s,
-        save_s=save_s,
-        precisions=tuple(precisions),
+        precisions=tuple(n for n in names if at_choice.get(n) is not None),
+        compiled_s={compiled.precision: compiled.step_s} if compiled and compiled.step_s else {},
+        compile_s=compile_s,
+        trials=tuple(rows),
+        memory=memory.total or 0,
+        choice=choice,
     )
 
 
-def _finished(device, cfg, training):
+def _bytes(held: float) -> int | None:
+    "A trial's memory as `Trial` keeps it: None for a step that ran out of memory (or was not tried)."
+    return None if math.isinf(held) else int(held)
+
+
+def _eager_seconds(rows, choice: Choice) -> float:
+    "The eager step's seconds of `choice`'s shape and precision among `rows`."
+    return next(
+        t.step_s
+        for t in rows
+        if not t.compiled and t.precision == choice.precision and t.micro_batch == choice.micro_batch
+    )
+
+
+def _steps_of(cfg, dist, budget: Budget | None, eager_s: float) -> int:
+    """The steps the run will take, as compiling's pay-back counts them: `max_steps`, or with a budget the
+    eager steps that fit what is left of it."""
+    if budget is None:
+        return cfg.max_steps
+    left = budget.minutes * 60 - _most_on_any_rank(dist, time.perf_counter() - budget.started)
+    return max(1, int(left / eager_s))
+
+
+def _held(device, cfg, training, micro_batch: int, memory) -> float:
+    """The most bytes one step of `training` (its raw model: no collective) at `micro_batch` holds, its model
+    and optimizer included; inf when it runs out of memory."""
+    resident = _resident_bytes(training)
+    try:
+        return (
+            memory.measure(_finished(device, cfg, training, micro_batch, forward=training.model)) + resident
+        )
+    except torch.cuda.OutOfMemoryError:
+        pass
+    # outside the except clause: its traceback held the step's activations alive
+    training.optimizer.zero_grad(set_to_none=True)
+    memory.release()
+    return math.inf
+
+
+def _finished(device, cfg, training, micro_batch: int | None = None, forward=None):
     """One optimizer step of `training`, as the run's loop takes it (at the first step's learning rate), that
     returns when the device has done it: a GPU runs its kernels after the call has returned (the run's
-    loop reads nothing back between steps), so it is waited for."""
-    batches = iter(training.loader)
+    loop reads nothing back between steps), so it is waited for. At `micro_batch` (a multiple of the run's:
+    its batches side by side, the accumulation shrunk to keep the step's sequences) and through `forward`
+    (the model compiled, or the raw model) where given."""
+    micro_batch = micro_batch or cfg.micro_batch
+    k = micro_batch // cfg.micro_batch
+    shaped = replace(cfg, micro_batch=micro_batch, grad_accum=cfg.micro_batch * cfg.grad_accum // micro_batch)
+    stepped = training if forward is None else replace(training, forward=forward)
+    batches = _side_by_side(iter(training.loader), k)
 
     def run_step() -> None:
-        training.step(batches, cfg.lr(0), cfg)
+        stepped.step(batches, cfg.lr(0), shaped)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
     return run_step
 
 
+def _side_by_side(batches, k: int):
+    "Batches of `k` times the rows: each `k` of `batches` (x, y) side by side, (k B, T) each."
+    if k == 1:
+        yield from batches  # the loader's own batches: it never ends
+    while True:
+        parts = [next(batches) for _ in range(k)]
+        yield torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])  # (k B, T) each
+
+
+def _compiled_trial(cfg, dist, training, micro_batch: int, memory) -> tuple[float, Trial | None]:
+    """`(seconds, trial)`: `training`'s model compiled by the run's own `training_module` (tried on a batch,
+    eager when compiling fails) and its step at `micro_batch` timed; the trial None when compiling failed on
+    any rank, its step_s and memory None when the compiled step ran out of memory. The run's own compile
+    then finds the compiled code ready (the same model class, shapes and precision: torch.compile's cache in
+    this process)."""
+    device, most = dist.device, _most_for(dist)
+    sample = next(_side_by_side(iter(training.loader), micro_batch // cfg.micro_batch))
+    began = time.perf_counter()
+    forward, note = training_module(
+        training.model, dist, training.precision, compile=True, sample_batch=sample
+    )
+    compile_s, failed = most([time.perf_counter() - began, float(note.startswith("torch.compile failed"))])
+    if failed:
+        return compile_s, None
+    name, grad_accum = training.precision.name, cfg.micro_batch * cfg.grad_accum // micro_batch
+    resident, timed = _resident_bytes(training), {}
+    step = {name: _finished(device, cfg, training, micro_batch, forward=forward)}
+    try:
+        held = memory.measure(lambda: timed.update(time_steps(step, most=most))) + resident
+    except torch.cuda.OutOfMemoryError:
+        held = None
+    if held is None:  # outside the except clause, whose traceback held the step's activations
+        training.optimizer.zero_grad(set_to_none=True)
+        memory.release()
+        return compile_s, Trial(name, micro_batch, grad_accum, True, None, None)
+    (held,) = most([float(held)])
+    return compile_s, Trial(
+        name, micro_batch, grad_accum, True, _same_on_every_rank(dist, timed)[name], int(held)
+    )
+
+
+def _resident_bytes(training) -> int:
+    "The bytes `training`'s model (weights, buffers, gradients) and optimizer state hold now."
+    tensors = [*training.model.parameters(), *training.model.buffers()]
+    tensors += [p.grad for p in training.model.parameters() if p.grad is not None]
+    tensors += [
+        v for state in training.optimizer.state.values() for v in state.values() if torch.is_tensor(v)
+    ]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def _chosen(cfg, device, step_s: dict[str, float]) -> str:
     "The precision the run will train in, decided from the measured steps as its set-up will decide it."
-    return choose_precision(device, cfg.precision, step_seconds=step_s if device.type == "cpu" else None).name
+    return choose_precision(device, cfg.precision, step_seconds=step_s).name
 
 
 def _save_seconds(training, folder) -> float:
@@ -274,11 +677,19 @@ def run_cost(
 
 
 def steps_within(
-    budget_s: float, probe: Probe, *, precision: str, eval_every: int, checkpoint_every: int, start: int = 0
+    budget_s: float,
+    probe: Probe,
+    *,
+    precision: str,
+    eval_every: int,
+    checkpoint_every: int,
+    start: int = 0,
+    compiled: bool = False,
 ) -> int:
     """The last step of a run whose optimizer steps after `start`, with their validations and checkpoints, fit
-    `budget_s` seconds in `precision` at the probe's times; `start` when not one more step fits."""
-    step_s = probe.step_s[precision]
+    `budget_s` seconds in `precision` at the probe's times (its compiled step's when `compiled` and it timed
+    one); `start` when not one more step fits."""
+    step_s = probe.step_time(precision, compiled)
 
     def cost(n: int) -> float:
         return run_cost(n, step_s, probe.eval_s, probe.save_s, eval_every, checkpoint_every, start)
@@ -303,8 +714,10 @@ class Budget:
     run has none: it keeps the steps its checkpoint planned (`resumed_config`).
 
     - `plan(cfg, probe, precision, dist)`: `cfg` with `max_steps` set to the steps, validations and
-      checkpoints that fit what is left once the set-up and the probe are done (the most any rank spent, so
-      that all plan the same run): its decay then ends when the time does;
+      checkpoints that fit what is left once the set-up, the probe and the run's compiling are done (the most
+      any rank spent, so that all plan the same run), at the probe's compiled step where the run compiles
+      and the probe timed one (on a GPU: a compiled step there took 12 ms against eager's 18): its decay
+      then ends when the time does;
     - `replan(cfg, step, step_s)`: while no step already taken depends on the end (through the warmup, and
       the hold at max_lr when `cooldown` < 1), the end moved at each log line to what fits the rest at the
       rate of the run's latest steps. The probe's few steps can be wrong
@@ -320,6 +733,7 @@ class Budget:
         self.minutes, self.started = minutes, started
         self.probe = self.precision = self.dist = None  # set by `plan`
         self.planned = None  # the probe's plan (max_steps), for the line that fixes the end
+        self.compiled = False  # planned at the probe's compiled step (`plan`: the run compiles)
         self.recent: list[float] = []  # the step seconds of the last log intervals
         self.windows = 0  # log intervals seen
         self.fixed = False
@@ -342,17 +756,25 @@ class Budget:
         return self.minutes * 60 - self.spent()
 
     def plan(self, cfg, probe: Probe, precision: str, dist):
-        "`cfg` with the `max_steps` that fit the budget in `precision` at the probe's times (see the class)."
+        """`cfg` with the `max_steps` that fit the budget in `precision` at the probe's times, compiled ones
+        when `cfg.compile` and the probe timed them (see the class)."""
         assert precision in probe.step_s, "a budget needs the probe's time of this precision"
         self.probe, self.precision, self.dist = probe, precision, dist
+        self.compiled = bool(cfg.compile)
+        step_s = probe.step_time(precision, self.compiled)
         left = self.left()
         steps = steps_within(
-            left, probe, precision=precision, eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every
+            left,
+            probe,
+            precision=precision,
+            eval_every=cfg.eval_every,
+            checkpoint_every=cfg.checkpoint_every,
+            compiled=cfg.compile,
         )
         if steps < 1:
             raise ConfigError(
                 f"a budget of {self.minutes:g} min fits no training step: the set-up took "
-                f"{self.minutes * 60 - left:.1f} s and a step takes {probe.step_s[precision]:.2f} s here"
+                f"{self.minutes * 60 - left:.1f} s and a step takes {step_s:.2f} s here"
             )
         self.planned = steps
         return replace(cfg, max_steps=steps)
@@ -399,9 +821,14 @@ class Budget:
         )
         if not self.recent:  # the decay began before enough steps were timed to re-plan
             return f"{line} (as planned)"
-        rate, probed = statistics.median(self.recent), self.probe.step_s[self.precision]
+        rate, probed = statistics.median(self.recent), self.probe.step_time(self.precision, self.compiled)
         moved = "as planned" if cfg.max_steps == self.planned else f"the probe planned {self.planned:,d}"
         return f"{line} ({moved}: steps took {rate * 1e3:,.0f} ms, the probe's {probed * 1e3:,.0f} ms)"
+
+
+def _most_for(dist):
+    "`most(values)` for `time_steps`: each of `values` at its largest over `dist`'s ranks."
+    return lambda values: _most_on_every_rank(dist, values)
 
 
 def _most_on_any_rank(dist, seconds: float) -> float:
@@ -423,29 +850,67 @@ def resumed_config(cfg, meta: dict):
     """`cfg` for a run that resumes from a checkpoint with metadata `meta`: a run planned by a budget keeps
     the budget, the steps and so the schedule its checkpoint holds (its start's plan, or the last move of
     its end before the checkpoint: `Budget.replan`), whatever budget the resuming command gives (or none:
-    `train start` without `--budget`), never a new plan from a new measurement."""
+    `train start` without `--budget`), never a new plan from a new measurement. A run whose probe chose its
+    shape (a GPU's `auto`: `search`) keeps the micro-batch, accumulation, validation batches and compiling
+    it chose, which its checkpoint's config holds."""
     saved = meta.get("config") or {}
+    probe = recorded(meta)
+    if probe is not None and probe.choice is not None:
+        shape = ("micro_batch", "grad_accum", "eval_batches", "compile")
+        cfg = replace(cfg, **{name: saved[name] for name in shape if name in saved})
     if not saved.get("budget") or "max_steps" not in saved:
         return cfg
     planned = {"budget": saved["budget"], "max_steps": saved["max_steps"]}
     return replace(cfg, **planned, decay_steps=saved.get("decay_steps", 0))
 
 
-def describe(probe: Probe, precision: str, *, times: bool, max_steps: int, budget_min: float) -> str:
-    """The probe in words, for the run's first log line: with `times`, the step times and the CPU's units
-    (where the precision's reason does not already give them: a precision asked for, a resumed run), and
-    what a budget made of them; "" when there is nothing to add."""
+def describe(
+    probe: Probe, precision: str, *, times: bool, max_steps: int, budget_min: float, compiled: bool = False
+) -> str:
+    """The probe in words, for the run's first log line: with `times`, the step times and the hardware (the
+    CPU's units, or the GPU's name and tensor cores: where the precision's reason does not already give
+    them: a precision asked for, a resumed run, a GPU), a GPU's choice of shape, and what a budget made of
+    them (at the compiled step's time when the run is `compiled`); "" when there is nothing to add."""
     parts = []
     if times:
         measured = ", ".join(f"{name} {probe.step_s[name] * 1e3:,.0f} ms" for name in probe.precisions)
         parts.append(f"probe: a step takes {measured} ({', '.join(probe.features) or 'no bf16/fp16 units'})")
+    if probe.choice is not None:
+        parts.append(_chose(probe))
     if budget_min:
         steps = f"{max_steps:,d} step{'s' if max_steps != 1 else ''}"
+        step_s = probe.step_time(precision, compiled)
         parts.append(
-            f"budget {budget_min:g} min: {steps} of {probe.step_s[precision] * 1e3:,.0f} ms, "
+            f"budget {budget_min:g} min: {steps} of {step_s * 1e3:,.0f} ms{' compiled' if compiled else ''}, "
             f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
         )
     return " | ".join(parts)
+
+
+def _chose(probe: Probe) -> str:
+    """A GPU's choice in words: the shapes that ran (their steps in the chosen precision, eager) and the most
+    memory one held, the chosen one, and compiling's times."""
+    choice, gb = probe.choice, 1e9
+
+    def ran(t: Trial) -> str:
+        if t.step_s is not None:
+            return f"{t.shape} {t.step_s * 1e3:,.0f} ms"
+        return f"{t.shape} {'out of memory' if t.memory is None else f'{t.memory / gb:,.0f} GB: too large'}"
+
+    eager = [t for t in probe.trials if not t.compiled and t.precision == choice.precision]
+    held = max((t.memory or 0 for t in eager if t.micro_batch == choice.micro_batch), default=0)
+    line = f"shape {choice.micro_batch} x {choice.grad_accum} of {choice.precision} steps "
+    line += ", ".join(ran(t) for t in eager)
+    if probe.memory:
+        line += f" ({held / gb:,.1f} of {probe.memory / gb:,.0f} GB)"
+    if choice.precision in probe.compiled_s:
+        compiled = (
+            f"{probe.compiled_s[choice.precision] * 1e3:,.0f} ms compiled after {probe.compile_s:.0f} s"
+        )
+        line += f", {compiled}: {'compiled' if choice.compile else 'eager'}"
+    elif probe.compile_s:  # compiling failed, or its step ran out of memory
+        line += f", no compiled step after {probe.compile_s:.0f} s of compiling: eager"
+    return line
 
 
 def start_line(cfg, dist, training, resumed, compiled: str, peak: tuple[float, str]) -> str:
@@ -464,9 +929,14 @@ def start_line(cfg, dist, training, resumed, compiled: str, peak: tuple[float, s
     )
     if training.probe is None:
         return line
-    # auto's reason gives the times it chose on; a precision asked for, or a resume, gets them here
-    times = resumed is not None or cfg.precision != "auto"
+    # a CPU's auto gives the times it chose on in its reason; a GPU, a precision asked for, a resume: here
+    times = resumed is not None or cfg.precision != "auto" or dist.device.type != "cpu"
     plan = describe(
-        training.probe, precision.name, times=times, max_steps=cfg.max_steps, budget_min=cfg.budget
+        training.probe,
+        precision.name,
+        times=times,
+        max_steps=cfg.max_steps,
+        budget_min=cfg.budget,
+        compiled=compiled.startswith("torch.compile on"),
     )
     return f"{line} | {plan}" if plan else line

@@ -616,6 +616,11 @@ def load_tokenizer(folder) -> Tokenizer:
     path = Path(folder)
     path = path / TOKENIZER_FILE if path.is_dir() else path
     if not path.is_file():
+        if path.parent.is_dir() and [entry.name for entry in path.parent.iterdir()] == [LOCK_FILE]:
+            raise TokenizerError(  # what a `tokenizer train` killed before it saved leaves
+                f"{path.parent} holds no tokenizer, only the lock of a `tokenizer train` that did not finish "
+                "(killed or interrupted): run it again"
+            )
         raise TokenizerError(f"no tokenizer at {path}: train one first (python -m gptlib tokenizer train)")
     # the file's own format, version and fields first; then everything it says is made again and compared
     required = ("pattern", "n_vocab", "special_tokens", "fingerprint", "merges")

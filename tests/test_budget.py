@@ -228,8 +228,9 @@ def test_a_budget_sets_max_steps_that_a_rerun_without_it_reproduces_exactly(
 def test_a_compiled_budget_run_compiles_its_own_model_once_and_times_eager_copies(
     small_data, tmp_path, monkeypatch
 ):
-    """Compiling costs tens of seconds (30-42 s for the `cpu` preset from an empty cache): the probe times its
-    copies eager, and only the run's own model is compiled, once, inside the budget."""
+    """On a CPU compiling costs tens of seconds (30-42 s for the `cpu` preset from an empty cache): the probe
+    times its copies eager, and only the run's own model is compiled, once, inside the budget (a GPU's
+    probe compiles one copy: `test_a_compiled_run_is_planned_at_its_compiled_steps_and_fills_its_minutes`)."""
     set_up_costs_nothing(monkeypatch)
     compiled = []
 
@@ -244,6 +245,64 @@ def test_a_compiled_budget_run_compiles_its_own_model_once_and_times_eager_copie
     assert "torch.compile on (" in start["message"] and " s to compile)" in start["message"]
     assert len(compiled) == 1, f"compiled {len(compiled)} models: the probe's copies must stay eager"
     assert set(recorded(read_checkpoint_meta(list_checkpoints(cfg.out)[-1])).step_s) == {"fp32", "bf16"}
+
+
+def test_a_compiled_run_is_planned_at_its_compiled_steps_and_fills_its_minutes(monkeypatch):
+    """On one H200, `train start --precision bf16 --compile true --micro-batch 32 --grad-accum 1 --budget 1`
+    planned 2,014 steps from eager steps of 18 ms; compiled, they took 12 ms, and the run used well under
+    its minute. A GPU's probe times the compiled step too (its compile spent from the budget before the
+    plan): the plan counts what the run runs, and the run fills 90-100 % of its minutes."""
+    clock = Clock()
+    monkeypatch.setattr(gptlib.probe, "time", clock)
+    probe = Probe(
+        step_s={"bf16": 0.018},
+        eval_s=0.4,
+        save_s=0.5,
+        precisions=("bf16",),
+        compiled_s={"bf16": 0.012},
+        compile_s=15.0,
+    )
+    cfg = TrainConfig.preset(
+        "gpt-25m", precision="bf16", compile=True, micro_batch=32, grad_accum=1, budget=1
+    )
+    began, before_plan = clock.now, 6.0 + 15.0 + 2.0  # set-up, the probe's compile, its steps and checks
+
+    def used(planned) -> float:  # the share of the minute a run of `planned` uses at the compiled step
+        cost = run_cost(planned.max_steps, 0.012, 0.4, 0.5, cfg.eval_every, cfg.checkpoint_every)
+        return (before_plan + cost) / 60
+
+    clock.now = began + before_plan
+    compiled = Budget(1.0, began).plan(cfg, probe, "bf16", ONE_PROCESS)
+    assert 0.9 <= used(compiled) <= 1.0, used(compiled)
+    # planned at the eager step, as before, the same run stops short of 90 % of its minute
+    eager = Budget(1.0, began).plan(replace(cfg, compile=False), probe, "bf16", ONE_PROCESS)
+    assert used(eager) < 0.9 and eager.max_steps < compiled.max_steps
+    assert probe.step_time("bf16", compiled=True) == 0.012 and probe.step_time("bf16") == 0.018
+
+
+def test_a_run_that_compiles_plans_at_the_probes_compiled_step_and_says_so(small_data, tmp_path, monkeypatch):
+    """The plan of a run that compiles takes the probe's compiled step, and its first line says which step
+    it was planned at (torch.compile stands in as eager here: no compiler needed)."""
+    set_up_costs_nothing(monkeypatch)
+    probe = Probe(
+        step_s={"fp32": 0.2},
+        eval_s=0.05,
+        save_s=0.05,
+        precisions=("fp32",),
+        compiled_s={"fp32": 0.1},
+        compile_s=3.0,
+    )
+    monkeypatch.setattr("gptlib.train.measure", lambda *args, **kwargs: probe)
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)
+    cfg = tiny(small_data, tmp_path / "run", budget=0.03, compile=True)
+    start = start_of(train(cfg, log=None, progress=False))
+    planned = steps_within(1.8, probe, precision="fp32", eval_every=6, checkpoint_every=4, compiled=True)
+    assert (
+        start["max_steps"]
+        == planned
+        > steps_within(1.8, probe, precision="fp32", eval_every=6, checkpoint_every=4)
+    )
+    assert f"budget 0.03 min: {planned:,d} steps of 100 ms compiled" in start["message"], start["message"]
 
 
 @pytest.mark.skipif(

@@ -524,10 +524,6 @@ def test_the_next_save_removes_a_dead_saves_copy_beside_the_tokenizer_and_nothin
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".")) == sorted(list(leftovers)[1:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pending: notebook 01's load_tokenizer (cell c049-2) names a folder holding only a lock",
-)
 def test_a_tokenizer_folder_a_killed_train_left_reads_as_unfinished(tmp_path, capsys):
     out = tmp_path / "tok"  # what SIGKILL (or SIGTERM) to a `tokenizer train` leaves: only the lock
     out.mkdir()
