@@ -5,6 +5,7 @@ Modules:
 - `gptlib.bpe_backends`: The tokenizer's fast back-ends: tiktoken, a cached encoder, the parallel split.
 - `gptlib.cli.corpus`: `corpus fetch|show`: the embedded corpus fetched, any corpus measured.
 - `gptlib.cli.data`: `data prepare|show|export|import`: token shards made, checked and translated.
+- `gptlib.cli.lab`: `lab run|queue|show|pin`: did a change help? Experiments that seed noise cannot fool.
 - `gptlib.cli.metrics`: `metrics tensorboard`: a run's metrics.jsonl as TensorBoard event files.
 - `gptlib.cli.model`: `model show`: a model preset's sizes, parameters by component and FLOPs.
 - `gptlib.cli.run`: `run`: the main job, the whole pipeline on the embedded corpus or on your own text.
@@ -19,13 +20,15 @@ Modules:
 - `gptlib.expected`: Expected bands: a preset's curves on a CPU kind, and whether a run landed inside them.
 - `gptlib.files`: Files written safely and read with suspicion: every write, rename, hash and lock.
 - `gptlib.interop`: Other tools' formats of the shards: nanoGPT's and llm.c's token files, both ways.
+- `gptlib.lab`: The lab: did a change help? Baseline against candidate, judged so that noise cannot fool it.
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
 - `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
 - `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
 - `gptlib.optim`: The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
+- `gptlib.overfitting`: Validation that has risen for a long stretch: the run says so once, and may stop.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.
 - `gptlib.prefetch`: Batches made ahead in torch DataLoader workers, and their copy to the device.
-- `gptlib.probe`: A new run's probe: real steps timed, the precision chosen, a time budget made steps.
+- `gptlib.probe`: A new run's probe: real steps timed; precision, a GPU's shape and a budget's steps chosen.
 - `gptlib.quality`: Reading a run: losses of counting alone, a tokenizer's compression, how samples read.
 - `gptlib.run_folder`: A training run's folder: marker, lock, checkpoints, the resume point, the metrics log.
 - `gptlib.runtime`: Where and how a training process runs: device, `torchrun` group, compile, RNGs, signals.

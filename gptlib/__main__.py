@@ -10,7 +10,7 @@ import sys
 
 
 def main() -> int:
-    "The command line's status; also the `gptlib` console script's entry (pyproject.toml), for the same reason."
+    "The command line's status; the `gptlib` console script's entry too (pyproject.toml)."
     try:
         try:
             from gptlib.cli import main as command

@@ -50,7 +50,8 @@ from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT, GPT_PRESETS, GPTConfig
 from .optim import PRECISIONS, Precision, Throughput, choose_precision, lr_at, make_adamw, peak_flops
-from .probe import Budget, Probe, measure, recorded, resumed_config, start_line
+from .overfitting import RISE_KEY, rising
+from .probe import Budget, Probe, chosen_config, measure, recorded, resumed_config, start_line
 from gptlib.run_folder import (  # the store: the run folder, its checkpoints, and resuming from them
     Progress,
     Records,
@@ -240,6 +241,21 @@ class Bookkeeping(Config):
         compared=False,
     )
     keep_last: int = opt(2, "checkpoints kept besides the best one", low=1, resumable=True, compared=False)
+    # many passes over a small corpus overfit: said once, and stopped when asked (gptlib.overfitting)
+    patience: int = opt(
+        5,
+        "validations since the best bits/byte, the latest more than 2 percent above it, before the run "
+        "warns that it overfits (0: never)",
+        low=0,
+        resumable=True,
+        compared=False,
+    )
+    stop_rising: bool = opt(
+        False,
+        "stop the run where it warns that validation has risen (the best checkpoint is kept)",
+        resumable=True,
+        compared=False,
+    )
 
 
 # %% ../notebooks/06_training.ipynb #training-005c
@@ -342,9 +358,11 @@ TRAIN_PRESETS = {
         "eval_batches": 20,
         "checkpoint_every": 1000,
         "loader_workers": 2,  # a GPU step is short: batches are read ahead in other processes
-        # fp16 with the loss scaler runs on every CUDA GPU with tensor cores (T4-class ones have no bf16);
-        # on A100/H100-class GPUs `--precision bf16` is the better choice: no scaler, no skipped steps
-        "precision": "fp16",
+        # `auto`: on a GPU, the probe times bf16 and fp16 steps where its tensor cores run them, and the
+        # micro-batch (accumulation keeping 16,384 tokens a step) and compiling that measure fastest
+        # (gptlib.probe). The seed's design trained fp16 with the loss scaler, which every CUDA GPU with
+        # tensor cores runs (T4-class ones have no bf16): one flag away, `--precision fp16`
+        "precision": "auto",
     },
 }
 TrainConfig.PRESETS = TRAIN_PRESETS
@@ -584,6 +602,13 @@ class Run:
             )
         self.records.add({"kind": "val", "step": self.done.step, **result})
         self.done.val_loss = result["val_loss"]
+        # validation risen for `patience` validations: said once; with `stop_rising` the run stops as after a
+        # signal (a checkpoint at the next step, then the end). Every rank finds it: the figures are shared
+        rise = rising(self.records.history, self.cfg.patience)
+        if rise is not None:
+            self.records.event(self.done.step, rise.message(self.cfg.stop_rising), **{RISE_KEY: rise.since})
+            if self.cfg.stop_rising:
+                self.stop.signal = "validation has risen"
 
     def finish(self, stopped: str | None) -> None:
         "The last record: where a stopped run can resume from, or how long the steps took."
@@ -686,6 +711,9 @@ def train(
                 if path is None
                 else recorded(meta)
             )
+            cfg = chosen_config(
+                cfg, probe
+            )  # a GPU's `auto`: the micro-batch, accumulation and compile it chose
             # set-up
             training = setup(cfg, dist, tokenizer, inputs, resume_precision(cfg.precision, meta), probe)
             # resume, or begin a new run

@@ -1,6 +1,8 @@
 """Workbooks are cut from their lessons along nbgrader's solution markers: stubs in place of answers, no
-answer left anywhere, the learner's edits never overwritten; `check` hands later cells the learner's piece
-or the reference; `load_pieces` reads a saved notebook's pieces as `check` would."""
+answer left anywhere (cells or outputs), the lesson's other outputs shown, the learner's edits never
+overwritten; `check` hands later cells the learner's piece or the reference, and keeps a passing piece where
+`keep_pieces` asked; `load_pieces` reads a saved notebook's pieces as `check` would, a kept piece in place of
+its workbook cell."""
 
 from __future__ import annotations
 
@@ -35,9 +37,16 @@ def _lesson(tmp_path, cells=LESSON_CELLS, name="00_toy.ipynb"):
         new = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
         nb.cells.append(new(source))
     nb.cells[3].outputs = [nbformat.v4.new_output("stream", text="an output of the solved cell\n")]
+    nb.cells[4].outputs = [nbformat.v4.new_output("stream", text="toy_double_it: passed (3 -> 6)\n")]
     path = tmp_path / name
     nbformat.write(nb, path)
     return path
+
+
+def _stored(nb, source_start: str) -> str:
+    "The stored output text of the code cell of `nb` whose source starts with `source_start`."
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(source_start)]
+    return workbooks.outputs_text([cell])
 
 
 @pytest.fixture
@@ -53,16 +62,74 @@ def toy_piece():
     pieces.REGISTRY.pop("toy_double_it", None)
 
 
-def test_a_workbook_has_stubs_no_answers_no_outputs_and_no_directives(tmp_path):
+def test_a_workbook_has_stubs_no_answers_and_no_directives(tmp_path):
     lesson = _lesson(tmp_path)
     nb = workbooks.build(lesson)
     text = workbooks.text_of(nb)
     assert 'raise NotImplementedError("your code here")' in text and "YOUR ANSWER HERE" in text
     assert "result_of_the_exercise" not in text and "Because the toy says so" not in text
     assert '"Twice `x`."' in text and "# hint: one multiplication" in text  # docstring and hints stay
-    assert "#|" not in text and all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert "#|" not in text
     assert nb.cells[0].id == "workbook-header" and 'sys.path.insert(0, "..")' in nb.cells[1].source
+    assert 'keep_pieces("00_toy")' in nb.cells[1].source
     assert nb.metadata["course"]["module"] == "gptlib.config" and workbooks.leaks(lesson, nb) == []
+
+
+def test_a_workbook_shows_the_lessons_outputs_except_on_exercises_checks_and_answers(tmp_path):
+    cells = [
+        *LESSON_CELLS,
+        ("code", "print('a table of the corpus')"),
+        ("code", "print('peek:', 'result_of_the_exercise = x * 2')"),
+    ]
+    lesson = _lesson(tmp_path, cells)
+    nb = nbformat.read(lesson, as_version=4)
+    nb.cells[6].outputs = [nbformat.v4.new_output("stream", text="a table of the corpus\n")]
+    nb.cells[6].execution_count = 7
+    nb.cells[7].outputs = [nbformat.v4.new_output("stream", text="peek: result_of_the_exercise = x * 2\n")]
+    nbformat.write(nb, lesson)
+    workbook = workbooks.build(lesson)
+    assert _stored(workbook, "print('a table") == "a table of the corpus\n"  # what to expect, shown
+    assert _stored(workbook, "def toy_double_it") == ""  # the exercise's
+    assert _stored(workbook, "toy_double_it = check(") == ""  # the check's verdict on the reference
+    assert _stored(workbook, "print('peek:'") == ""  # an answer in an output
+    assert all(c.get("execution_count") is None for c in workbook.cells if c.cell_type == "code")
+    assert workbooks.leaks(lesson, workbook) == [
+        "result_of_the_exercise = x * 2"
+    ]  # its source still shows it
+
+
+def test_an_output_that_shows_an_answer_is_a_leak(tmp_path):
+    lesson = _lesson(tmp_path)
+    workbook = workbooks.build(lesson)
+    check_cell = next(c for c in workbook.cells if c.source.startswith("toy_double_it = check("))
+    check_cell.outputs = [nbformat.v4.new_output("stream", text="toy_double_it: passed (3 -> 6)\n")]
+    other = next(c for c in workbook.cells if c.id == "workbook-setup")
+    other.outputs = [nbformat.v4.new_output("stream", text="    result_of_the_exercise = x * 2\n")]
+    found = workbooks.leaks(lesson, workbook)
+    assert "result_of_the_exercise = x * 2" in found
+    assert any("exercise or check cell" in problem for problem in found)
+
+
+def test_the_lesson_sends_the_learner_to_the_workbook_which_opens_in_colab_as_itself(tmp_path):
+    from course import colab
+
+    lesson = _lesson(tmp_path)
+    nb = json.loads(lesson.read_text())
+    nb["cells"][0]["source"] = "# A toy lesson\n> It teaches one piece.\n\nProse."
+    lesson.write_text(json.dumps(nb))
+    colab.add_to_lesson(lesson)
+    cells = json.loads(lesson.read_text())["cells"]
+    first = "".join(cells[0]["source"])
+    assert first.startswith("# A toy lesson\n> It teaches one piece.\n\n" + colab.start_here(lesson.name))
+    assert first.endswith("\n\nProse.") and cells[1]["id"] == colab.CELL_ID
+    assert colab.colab_url(colab.WORKBOOKS / lesson.name) in first
+    assert not colab.add_to_lesson(lesson)  # up to date: run again, nothing changes
+    workbook = workbooks.build(lesson)
+    header, title = workbook.cells[0].source, workbook.cells[1].source
+    assert colab.colab_url(colab.WORKBOOKS / lesson.name) in header
+    assert title == "# A toy lesson\n> It teaches one piece.\n\nProse."  # where to start: here
+    ids = [c.get("id") for c in workbook.cells]
+    assert ids.index("workbook-setup") == ids.index(colab.CELL_ID) + 1  # `course` imports once installed
 
 
 def test_a_filled_workbook_holds_the_answers_without_markers(tmp_path):
@@ -140,6 +207,47 @@ def test_an_unrelated_not_implemented_error_is_not_taken_for_a_stub(toy_piece):
 
     with pytest.raises(NotImplementedError, match="dtype"):
         pieces.check(unsupported, "toy_double_it")
+
+
+def test_a_piece_kept_by_its_check_is_read_in_place_of_its_untouched_workbook_cell(
+    tmp_path, toy_piece, monkeypatch
+):
+    lesson = _lesson(tmp_path)
+    monkeypatch.setattr(pieces, "NOTEBOOKS", tmp_path)  # the toy lesson's exercise cells
+    path = tmp_path / "workbooks" / lesson.name
+    path.parent.mkdir()
+    nbformat.write(workbooks.build(lesson), path)  # untouched, as Colab's checkout holds it
+    kept = tmp_path / "kept"
+    monkeypatch.setenv(pieces.PIECES_ENV, str(kept))
+    monkeypatch.setattr(pieces, "_KEEPING", {})
+    monkeypatch.setattr(pieces, "LESSONS", (*pieces.LESSONS, "00_toy"))
+    pieces.keep_pieces("00_toy")  # a workbook's setup cell
+
+    def toy_double_it(x):
+        return x + x
+
+    pieces.check(toy_double_it)  # passes: the cell's source is kept
+    saved = pieces.read_kept(kept, "00_toy")
+    assert list(saved) == [nbformat.read(lesson, as_version=4).cells[3].id]
+    assert "return x + x" in next(iter(saved.values()))
+    found = pieces.collect(tmp_path / "workbooks", notebooks=("00_toy",))
+    assert found.yours("toy_double_it") and found.toy_double_it(5) == 10
+    assert found.sources["toy_double_it"] == str(pieces.kept_path(kept, "00_toy"))
+    assert f"1 piece(s) read from {kept}" in found.table()
+
+
+def test_a_damaged_pieces_file_is_named_not_trusted(tmp_path):
+    from gptlib.files import DocumentError
+
+    (tmp_path / "01_bpe.json").write_text(
+        '{"format": "gptlib-course-pieces", "version": 1, "lesson": "01_bpe"'
+    )
+    with pytest.raises(DocumentError, match="01_bpe.json"):
+        pieces.read_kept(tmp_path, "01_bpe")
+    pieces.save_piece(tmp_path / "other", "02_data", "cell-a", "def frame(): ...")
+    (tmp_path / "other" / "02_data.json").rename(tmp_path / "other" / "03_loader.json")
+    with pytest.raises(DocumentError, match="not of '03_loader'"):
+        pieces.read_kept(tmp_path / "other", "03_loader")
 
 
 def test_load_pieces_keeps_a_passing_piece_and_replaces_a_stub_by_the_reference(tmp_path, toy_piece):

@@ -22,6 +22,12 @@ The cell after an exercise checks it and says which version the rest of the note
 lesson or the learner's workbook) on top of its gptlib module, checks each piece quietly and keeps the
 reference where a check does not pass. `collect(folder)` gathers every workbook's pieces for notebook 06,
 and `Pieces.table()` says whose each piece is.
+
+Where 06 finds them: on your machine, in the saved workbooks (`notebooks/workbooks/`). In Colab each
+workbook is a copy of its own, in a runtime of its own, so a workbook's setup cell calls `keep_pieces`: from
+then on each piece that passes its check is also saved, as the source of its exercise cell, in
+`pieces_folder()` (your Google Drive when it is mounted, else the runtime's disk; `$GPTLIB_PIECES` anywhere),
+and `collect` reads a piece saved there in place of the workbook's cell.
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ import ast
 import contextlib
 import copy
 import importlib
+import inspect
 import io
 import json
+import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +150,7 @@ def check(obj, name: str | None = None):
         raise AssertionError(f"{name}: {outcome.detail}")
     if outcome.passed:
         print(f"{name}: passed ({outcome.detail})" if outcome.detail else f"{name}: passed")
+        _keep(name, obj)
         return obj
     print(
         f"{name}: not done yet. Replace `raise NotImplementedError(...)` with your code and run both cells "
@@ -215,33 +225,53 @@ class Pieces:
                 o.status, "reference (its check fails)"
             )
             rows.append(f"{o.name:22s} {notebooks[o.name]:12s} {whose}")
+        kept = [Path(s) for s in self.sources.values() if s.endswith(".json")]  # saved by their checks
+        for folder in sorted({path.parent for path in kept}):
+            count = sum(path.parent == folder for path in kept)
+            rows.append(f"{count} piece(s) read from {folder}, where their checks saved them")
         return "\n".join(rows)
 
 
-def _exercise_cells(path: Path, nb: dict) -> tuple[list[dict], str | None]:
+def _exercise_cells(path: Path, nb: dict | None, kept: dict[str, str]) -> tuple[list[dict], str | None]:
     """The exercise cells of a saved notebook and its gptlib module. A lesson's are those with a solution
     region; a workbook's (its metadata names its lesson, `../STEM.ipynb` beside its folder) are the cells
-    with the ids of the lesson's exercise cells, whatever the learner wrote in them."""
-    meta = nb.get("metadata", {}).get("course")
-    if not meta:
+    with the ids of the lesson's exercise cells, whatever the learner wrote in them, in the lesson's order,
+    each replaced by the source `kept` holds for its id (a piece saved by its check). `nb` None: the
+    workbook `path` is missing, and only the kept cells are there."""
+    meta = (nb or {}).get("metadata", {}).get("course")
+    if nb is not None and not meta:
         return [c for c in nb["cells"] if is_exercise_cell(c)], default_module(nb["cells"])
-    lesson = read_cells(path.parent.parent / f"{meta['lesson']}.ipynb")
-    ids = {c.get("id") for c in lesson if is_exercise_cell(c)}
-    return [c for c in nb["cells"] if c["cell_type"] == "code" and c.get("id") in ids], meta["module"]
+    lesson = read_cells(path.parent.parent / f"{meta['lesson'] if meta else path.stem}.ipynb")
+    ids = [c.get("id") for c in lesson if is_exercise_cell(c)]
+    own = {c.get("id"): c for c in (nb or {}).get("cells", []) if c["cell_type"] == "code"}
+    cells = []
+    for cell_id in ids:
+        if cell_id in kept:
+            cells.append({"cell_type": "code", "id": cell_id, "source": kept[cell_id], "kept": True})
+        elif cell_id in own:
+            cells.append(own[cell_id])
+    return cells, meta["module"] if meta else default_module(lesson)
 
 
-def load_pieces(path, *, checks: bool = True, into: Pieces | None = None) -> Pieces:
+def load_pieces(
+    path, *, checks: bool = True, into: Pieces | None = None, kept_in: Path | None = None
+) -> Pieces:
     """Run the exercise cells of the saved notebook `path` (a lesson or a workbook) on top of a copy of its
     gptlib module's names (so the module's own classes keep their identity), then check each piece its
     lesson teaches, in the order the cells define them: one that does not pass, or whose cell does not
-    run, is replaced by its reference, as `check` does in the notebook (quietly here)."""
+    run, is replaced by its reference, as `check` does in the notebook (quietly here). With `kept_in` (a
+    folder of `pieces_folder`'s), a workbook's exercise cell whose piece was saved there by its check runs
+    the saved source instead."""
     path, pieces = Path(path), into if into is not None else Pieces()
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    cells, module = _exercise_cells(path, nb)
+    nb = json.loads(path.read_text(encoding="utf-8")) if path.is_file() or kept_in is None else None
+    lesson = (nb or {}).get("metadata", {}).get("course", {}).get("lesson", path.stem)
+    kept = read_kept(kept_in, lesson) if kept_in is not None else {}
+    cells, module = _exercise_cells(path, nb, kept)
     namespace = (
         copy.copy(vars(importlib.import_module(module))) if module else {"__name__": f"pieces_{path.stem}"}
     )
     defined, broken = [], {}  # the names the exercise cells defined; a cell that failed: why
+    origin = {}  # piece name -> where its code was read
     for cell in cells:
         source = _without_directives(cell_source(cell))
         try:
@@ -249,12 +279,13 @@ def load_pieces(path, *, checks: bool = True, into: Pieces | None = None) -> Pie
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(source, f"<{path.name}: exercise>", "exec"), namespace)
             defined += names
+            where = str(kept_path(kept_in, lesson)) if cell.get("kept") else str(path)
+            origin.update(dict.fromkeys(names, where))
         except Exception as e:  # the learner's cell does not run (or even parse)
             if not checks:
                 raise
             broken[cell.get("id")] = f"its cell does not run: {type(e).__name__}: {e}"
     if checks:
-        lesson = (nb.get("metadata", {}).get("course") or {}).get("lesson", path.stem)
         taught = [name for name, piece in _registry().items() if piece.notebook == lesson]
         for name in sorted(taught, key=lambda n: defined.index(n) if n in defined else len(defined)):
             if name in defined:
@@ -262,21 +293,179 @@ def load_pieces(path, *, checks: bool = True, into: Pieces | None = None) -> Pie
             else:
                 outcome = Outcome(name, "failed", next(iter(broken.values()), "no exercise cell defines it"))
             pieces.outcomes.append(outcome)
-            pieces.sources[name] = str(path)
+            pieces.sources[name] = origin.get(name, str(path))
             if not outcome.passed:
                 namespace[name] = _registry()[name].reference_object()
     pieces.namespaces[path.stem] = namespace
     return pieces
 
 
-def collect(folder=None, notebooks=LESSONS) -> Pieces:
-    "The learner's pieces from the workbooks in `folder` (default: notebooks/workbooks/), in course order."
+def collect(folder=None, notebooks=LESSONS, kept_in: Path | None = None) -> Pieces:
+    """The learner's pieces from the workbooks in `folder` (default: notebooks/workbooks/), in course order,
+    each piece saved by its check in `kept_in` (default: `pieces_folder()`, None on your own machine) read
+    from there instead of its workbook."""
     folder = Path(folder) if folder is not None else NOTEBOOKS / "workbooks"
+    kept_in = kept_in if kept_in is not None else pieces_folder()
     pieces = Pieces()
     for stem in notebooks:
-        if (folder / f"{stem}.ipynb").is_file():
-            load_pieces(folder / f"{stem}.ipynb", into=pieces)
+        path = folder / f"{stem}.ipynb"
+        if path.is_file() or (kept_in is not None and kept_path(kept_in, stem).is_file()):
+            load_pieces(path, into=pieces, kept_in=kept_in)
     return pieces
+
+
+# --- the pieces that passed, kept where workbook 06 finds them ---------------------------------------------
+
+PIECES_ENV = "GPTLIB_PIECES"  # a folder: where `keep_pieces` saves and `collect` reads, on any machine
+KEPT_FORMAT, KEPT_VERSION = "gptlib-course-pieces", 1
+DRIVE = Path("/content/drive")  # where Colab mounts Google Drive
+_KEEPING: dict = {}  # what `keep_pieces` set in this kernel: {"folder": Path}
+
+
+def in_colab() -> bool:
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def pieces_folder(*, mount: bool = False) -> Path | None:
+    """Where the pieces that pass their checks are kept for workbook 06: `$GPTLIB_PIECES` when set; in Colab,
+    `gptlib/pieces` in your Google Drive when it is mounted (`mount`: ask to mount it first), else
+    `course/pieces` in gptlib's data folder on the runtime's disk, which ends with the runtime. None
+    elsewhere: on your own machine 06 reads the saved workbooks."""
+    if env := os.environ.get(PIECES_ENV):
+        return Path(env).expanduser()
+    if not in_colab():
+        return None
+    if mount and not (DRIVE / "MyDrive").is_dir():
+        _mount_drive()
+    if (DRIVE / "MyDrive").is_dir():
+        return DRIVE / "MyDrive" / "gptlib" / "pieces"
+    from gptlib.corpus import data_dir
+
+    return data_dir() / "course" / "pieces"
+
+
+def _mount_drive() -> None:
+    "Ask Colab to mount the learner's Google Drive; a refusal (or no Drive) leaves it unmounted."
+    print(
+        "Colab asks for your Google Drive: workbook 06 runs in a runtime of its own and finds the pieces you "
+        "pass there (in MyDrive/gptlib/pieces). Decline, and they stay on this runtime's disk."
+    )
+    try:
+        from google.colab import drive
+
+        drive.mount(str(DRIVE))
+    except Exception as e:  # declined, timed out, or no Drive: Colab's own errors, all of them a "no"
+        print(f"Drive not mounted ({type(e).__name__}: {e})")
+
+
+def keep_pieces(lesson: str) -> None:
+    """From now on in this kernel, save each piece that passes its check where workbook 06 finds it
+    (`pieces_folder`, mounting Drive in Colab), and say where (it returns nothing: a cell's last line, it
+    shows nothing more). A workbook's setup cell calls it; a lesson does not (its pieces are the
+    references)."""
+    if lesson not in LESSONS:
+        raise ValueError(f"unknown lesson {lesson!r}; the lessons are {LESSONS}")
+    folder = pieces_folder(mount=True)
+    _KEEPING.clear()
+    if folder is None:
+        print(
+            f"Workbook 06 reads your pieces from this workbook's file (notebooks/workbooks/{lesson}.ipynb): "
+            "save it before you run 06."
+        )
+        return
+    _KEEPING["folder"] = folder
+    if PIECES_ENV not in os.environ and not folder.is_relative_to(DRIVE):
+        where = (
+            "on this runtime's disk, which ends with the runtime: workbook 06 runs in a runtime of its own, "
+            "so mount your Drive (run this cell again) to keep them"
+        )
+    else:
+        where = "where workbook 06 reads them"
+    print(f"Each piece that passes its check is saved in {folder}, {where}.")
+
+
+def kept_path(folder: Path, lesson: str) -> Path:
+    return Path(folder) / f"{lesson}.json"
+
+
+def read_kept(folder: Path, lesson: str) -> dict[str, str]:
+    """The exercise cells of `lesson` saved in `folder` by their checks: cell id -> source ({} when none
+    is). A damaged file raises gptlib's DocumentError naming it."""
+    from gptlib.files import DocumentError, read_json_document
+
+    path = kept_path(folder, lesson)
+    if not path.is_file():
+        return {}
+    document = read_json_document(
+        path, format=KEPT_FORMAT, version=KEPT_VERSION, required=("lesson", "cells"), what="pieces file"
+    )
+    cells = document["cells"]
+    if document["lesson"] != lesson:
+        raise DocumentError(f"{path} holds the pieces of {document['lesson']!r}, not of {lesson!r}")
+    if not isinstance(cells, dict) or not all(isinstance(v, str) for v in cells.values()):
+        raise DocumentError(f"{path}: its cells are not a mapping of cell ids to sources")
+    return cells
+
+
+def save_piece(folder: Path, lesson: str, cell_id: str, source: str) -> Path:
+    "Save `source` as the exercise cell `cell_id` of `lesson` in `folder` (the other cells kept as they are)."
+    from gptlib.files import write_json
+
+    cells = read_kept(folder, lesson)
+    cells[cell_id] = source
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    document = {"format": KEPT_FORMAT, "version": KEPT_VERSION, "lesson": lesson, "cells": cells}
+    write_json(kept_path(folder, lesson), document)
+    return kept_path(folder, lesson)
+
+
+def _keep(name: str, obj) -> None:
+    "Save the cell that defined the piece `name` (it passed its check), when `keep_pieces` asked for it."
+    if "folder" not in _KEEPING:
+        return
+    lesson = _registry()[name].notebook
+    cell_id = _exercise_cell_ids(lesson).get(name)
+    source = _kernel_source(name) or _object_source(obj)
+    if cell_id is None or source is None:
+        print(f"  ({name} could not be saved for workbook 06: its cell's source was not found)")
+        return
+    try:
+        save_piece(_KEEPING["folder"], lesson, cell_id, source)
+    except (OSError, ValueError) as e:  # the disk, or a damaged pieces file (DocumentError): say so, go on
+        print(f"  ({name} could not be saved for workbook 06: {e})")
+
+
+def _exercise_cell_ids(lesson: str) -> dict[str, str]:
+    "Piece name -> the id of the lesson's exercise cell that defines it."
+    return {
+        name: cell.get("id")
+        for cell in read_cells(NOTEBOOKS / f"{lesson}.ipynb")
+        if is_exercise_cell(cell)
+        for name in defined_names(cell_source(cell))
+    }
+
+
+def _kernel_source(name: str) -> str | None:
+    "The source of the latest cell run in this IPython kernel that defines `name` at its top level."
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return None
+    for source in reversed(shell.history_manager.input_hist_raw):
+        try:
+            if name in defined_names(source):
+                return source
+        except SyntaxError:
+            continue
+    return None
+
+
+def _object_source(obj) -> str | None:
+    "The source of a function or class defined in a file (outside a kernel)."
+    try:
+        return textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError):
+        return None
 
 
 _LESSON_CACHE: dict[str, dict] = {}

@@ -6,6 +6,10 @@ Hand-written tooling of the course, not part of the installed package. In a scra
 1. untouched: it must run to its end on the references, every piece it teaches saying "not done yet";
 2. with every stub filled by its reference (`workbooks.build(..., solved=True)`): every piece must pass,
    and 06, which trains from the pieces of all six workbooks, must find every one of them the learner's.
+   As in Colab, where 06 never sees the other workbooks' edits: each piece that passes is kept in a scratch
+   folder (`$GPTLIB_PIECES`, `course.pieces.keep_pieces`), and once a filled workbook has run its file is put
+   back untouched, so that 06 finds the pieces of the workbooks run before it only where their checks kept
+   them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course.pieces import LESSONS, NOTEBOOKS, _registry
+from course.pieces import LESSONS, NOTEBOOKS, PIECES_ENV, _registry
 
 ALL_YOURS = "pieces are yours"  # 06's table ends with "N of N pieces are yours" when every piece passed
 
@@ -81,6 +85,7 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
         for solved in (False, True):
             scratch = _scratch(Path(tmp) / ("filled" if solved else "untouched"))
             workbooks = scratch / "workbooks"
+            os.environ[PIECES_ENV] = str(scratch.parent / "pieces")  # where the kernels keep passing pieces
             for stem in LESSONS:  # all six are written: 06 gathers the pieces of the earlier ones
                 nbformat.write(build(scratch / f"{stem}.ipynb", solved=solved), workbooks / f"{stem}.ipynb")
             for stem in stems:
@@ -92,6 +97,9 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
                 except Exception as e:  # a cell failed: nbclient says which and with what
                     problems.append(f"{stem} ({'filled' if solved else 'untouched'}) failed: {e}")
                     continue
+                if solved:  # its pieces reach 06 only as they would in Colab: kept by their checks
+                    untouched = build(scratch / f"{stem}.ipynb")
+                    nbformat.write(untouched, workbooks / f"{stem}.ipynb")
                 found = _expect(nb, stem, solved)
                 problems += found
                 state = "filled" if solved else "untouched"
@@ -99,6 +107,7 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
                 print(f"{stem} {state}: {'ok' if not found else 'PROBLEMS'} in {seconds:.0f} s")
                 if solved and stem == LESSONS[-1]:  # whose pieces trained the GPT: the log shows it
                     print(_yours_table(nb))
+        os.environ.pop(PIECES_ENV)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

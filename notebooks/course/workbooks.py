@@ -7,18 +7,23 @@ lines; its workbook (`notebooks/workbooks/0N_*.ipynb`) is the same notebook with
 - every solution region replaced by a stub (nbgrader's `ClearSolutions` preprocessor: in code
   `# YOUR CODE HERE` and `raise NotImplementedError("your code here")`, in prose `YOUR ANSWER HERE`),
   the signature, docstring and hints around it kept;
-- no outputs (the learner runs it), no `#|` export directives (a workbook never writes gptlib);
-- a first cell that says where it comes from and a second that makes `course` (the checks) importable.
+- the lesson's stored outputs (a full-size run's figures, tables and printed shapes) where they show no
+  answer: none on an exercise, none on the check after it (it prints the piece's own results), none that
+  holds a line of an answer; no `#|` export directives (a workbook never writes gptlib);
+- a first cell that says where it comes from, with its own Colab badge (the lesson's first cell sends the
+  learner here), and after the install cell a setup cell that makes `course` (the checks) importable and
+  keeps each piece that passes its check where workbook 06 finds it (`course.pieces.keep_pieces`).
 
     python notebooks/course/workbooks.py write [--force]   # make workbooks
     python notebooks/course/workbooks.py check              # make check-workbooks
 
 `write` refuses to replace a workbook the learner has edited (its cells differ from what was generated)
 unless `--force`. `check` fails when a committed workbook differs from its lesson's, when a workbook shows
-an answer (a line of a solution region) anywhere, and then runs every workbook in smoke mode twice in a
-scratch copy of notebooks/: untouched (every piece says "not done yet" and the notebook runs to its end on
-the references) and with every stub filled by its reference (every piece passes; 06 finds every piece to
-be the learner's).
+an answer (a line of a solution region) anywhere, in a cell or in an output, or an output on an exercise or
+its check, and then runs every workbook in smoke mode twice in a scratch copy of notebooks/: untouched
+(every piece says "not done yet" and the notebook runs to its end on the references) and with every stub
+filled by its reference (every piece passes; 06 finds every piece to be the learner's, each read from where
+its check saved it).
 """
 
 from __future__ import annotations
@@ -36,35 +41,92 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `course` as the notebooks import it
 
 from course import colab  # noqa: E402
-from course.pieces import LESSONS, NOTEBOOKS, SOLUTION_REGION, STUB, STUB_MESSAGE  # noqa: E402
+from course.pieces import (  # noqa: E402
+    LESSONS,
+    NOTEBOOKS,
+    SOLUTION_REGION,
+    STUB,
+    STUB_MESSAGE,
+    is_exercise_cell,
+)
 
 WORKBOOKS = NOTEBOOKS / "workbooks"
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 DIRECTIVE = re.compile(r"^#\|.*\n?", re.M)
 NBVAL_MARKER = re.compile(r"^# NBVAL_\w+[ \t]*\n?", re.M)  # the lessons' test markers, nothing to a learner
 LESSON_ONLY = "lesson-only"  # the tag of lesson cells a workbook leaves out: they would show an answer
-SETUP = 'import sys\n\nsys.path.insert(0, "..")  # notebooks/: `course`, the checks of the exercises'
+CHECK_LINE = re.compile(r"^\s*\w+\s*=\s*check\(", re.M)  # `piece = check(piece)`: the cell after an exercise
+VERDICT = re.compile(r"^\w+: (passed|not done yet)\b", re.M)  # what `check` prints
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # a widget whose state no notebook stores
+SETUP = """import sys
+
+sys.path.insert(0, "..")  # notebooks/: `course`, the checks of the exercises
+from course.pieces import keep_pieces
+
+keep_pieces("{stem}")  # each piece that passes its check is kept where workbook 06 finds it"""
 
 
 def _header(stem: str, solved: bool) -> str:
     kind = "with every stub filled by its reference (for checks)" if solved else "for you to fill in"
     text = (
-        f"Your copy of the lesson [`../{stem}.ipynb`](../{stem}.ipynb), made by `make workbooks`. The code",
-        "cells that say `# YOUR CODE HERE` are yours: write the piece, then run the cell after it, which",
-        "checks it, names a mistake if it finds one, and says which version the rest of the notebook runs",
-        "(yours once it passes). Change anything you like: `make workbooks` never replaces a workbook you",
-        "have edited (unless `FORCE=1`). The lesson holds every reference answer; look there when you are",
-        "stuck, not before.",
+        f"Your copy of the lesson [`../{stem}.ipynb`](../{stem}.ipynb), made by `make workbooks`:",
+        "start here. The code cells that say `# YOUR CODE HERE` are yours: write the piece, then run the",
+        "cell after it, which checks it, names a mistake if it finds one, and says which version the rest",
+        "of the notebook runs (yours once it passes). Before you run anything, the outputs are the",
+        "lesson's, from a full-size run, except on the exercises and their checks: what to expect. Workbook",
+        "06 trains a GPT from the pieces that pass: on your machine it reads them from the saved workbooks;",
+        "in Colab the setup cell below keeps them in your Google Drive. Change anything you like: `make",
+        "workbooks` never replaces a workbook you have edited (unless `FORCE=1`). The lesson holds every",
+        "reference answer; look there when you are stuck, not before.",
     )
-    return f"# Workbook {stem} ({kind})\n\n" + " ".join(text)
+    badge = colab.badge(colab.WORKBOOKS / f"{stem}.ipynb")  # the workbook opens in Colab as itself
+    return f"# Workbook {stem} ({kind})\n\n{badge}\n\n" + " ".join(text)
+
+
+def outputs_text(cells) -> str:
+    "The text of the outputs of `cells`: what they print and display as text (pictures left out)."
+    texts = []
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "")
+            texts.append(text if isinstance(text, str) else "".join(text))
+            for mime, value in output.get("data", {}).items():
+                if mime.startswith("text/"):
+                    texts.append(value if isinstance(value, str) else "".join(value))
+    return "\n".join(texts)
+
+
+def _shows_an_answer(cell) -> bool:
+    "Whether `cell` is an exercise, or a check (it prints the piece's own results and the check's verdict)."
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    return is_exercise_cell(cell) or CHECK_LINE.search(source) is not None
+
+
+def _shown_outputs(cell, answers: list[str]) -> list:
+    """The lesson's stored outputs of `cell` that its workbook shows: none on an exercise or the check after
+    it, none when one holds a check's verdict or a line of an answer; widget views (a widget's state is not
+    stored) and errors left out. Execution counts are the learner's to make."""
+    if cell.cell_type != "code" or _shows_an_answer(cell):
+        return []
+    outputs = [o for o in cell.outputs if o.output_type != "error" and WIDGET_VIEW not in o.get("data", {})]
+    text = outputs_text([{"outputs": outputs}])
+    if VERDICT.search(text) or any(line in text for line in answers):
+        return []
+    for output in outputs:
+        if "execution_count" in output:
+            output.execution_count = None
+    return outputs
 
 
 def build(lesson: Path, *, solved: bool = False) -> nbformat.NotebookNode:
-    "The workbook of `lesson`: stubs (or, `solved`, the reference answers), no outputs, no directives."
+    """The workbook of `lesson`: stubs (or, `solved`, the reference answers), the lesson's outputs that show
+    no answer, no directives."""
     from nbgrader.preprocessors import ClearSolutions
 
     nb = nbformat.read(lesson, as_version=4)
-    nb.cells = _without_lesson_only(nb.cells, lesson.name)
+    nb.cells = [c for c in _without_lesson_only(nb.cells, lesson.name) if c.get("id") != colab.LINK_ID]
+    answers = answer_lines(lesson)
+    shown = [_shown_outputs(cell, answers) for cell in nb.cells]  # decided on the lesson's own cells
     exports = [
         line.split()[-1]
         for c in nb.cells
@@ -80,19 +142,20 @@ def build(lesson: Path, *, solved: bool = False) -> nbformat.NotebookNode:
             enforce_metadata=False, code_stub={"python": STUB}, text_stub="YOUR ANSWER HERE"
         )
         nb, _ = clear.preprocess(nb, {})
-    for cell in nb.cells:
-        if cell.get("id") == colab.LINK_ID:  # the workbook opens in Colab as itself, not as its lesson
-            cell.source = f"{colab.BADGE}({colab.colab_url(Path('notebooks/workbooks') / lesson.name)})"
-        elif cell.get("id") == colab.CELL_ID:
+    nb.cells[0].source = colab.without_start_here(nb.cells[0].source)  # the workbook is where to start
+    for cell, outputs in zip(nb.cells, shown):
+        if cell.get("id") == colab.CELL_ID:
             cell.source = colab.install_cell("notebooks/workbooks")
         cell.metadata = {}
         if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
+            cell.outputs, cell.execution_count = outputs, None
             cell.source = NBVAL_MARKER.sub("", DIRECTIVE.sub("", cell.source)).strip("\n")
     nb.cells = [c for c in nb.cells if c.source.strip()]  # `#| default_exp` cells become empty
     header = nbformat.v4.new_markdown_cell(_header(lesson.stem, solved), id="workbook-header")
-    setup = nbformat.v4.new_code_cell(SETUP, id="workbook-setup")
-    nb.cells = [header, setup, *nb.cells]
+    setup = nbformat.v4.new_code_cell(SETUP.format(stem=lesson.stem), id="workbook-setup")
+    ids = [c.get("id") for c in nb.cells]
+    at = ids.index(colab.CELL_ID) + 1 if colab.CELL_ID in ids else 0  # after the install: `course` imports
+    nb.cells = [header, *nb.cells[:at], setup, *nb.cells[at:]]
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
@@ -154,9 +217,14 @@ def answer_lines(lesson: Path) -> list[str]:
 
 
 def leaks(lesson: Path, workbook) -> list[str]:
-    "The answer lines of `lesson` that can be read somewhere in `workbook` (stubs must hide them all)."
-    text = text_of(workbook)
-    return [line for line in answer_lines(lesson) if line in text]
+    """The answer lines of `lesson` that can be read somewhere in `workbook`, in a cell or in an output
+    (stubs must hide them all), and every output shown on an exercise or its check."""
+    text = text_of(workbook) + "\n" + outputs_text(workbook["cells"])
+    found = [line for line in answer_lines(lesson) if line in text]
+    for cell in workbook["cells"]:
+        if cell["cell_type"] == "code" and cell.get("outputs") and _shows_an_answer(cell):
+            found.append(f"the output of the exercise or check cell {cell.get('id')!r}")
+    return found
 
 
 def _dumps(nb) -> str:
@@ -196,7 +264,7 @@ def out_of_step(stems=LESSONS) -> list[str]:
             problems.append(f"{path} is missing: run `make workbooks`")
         elif path.read_text(encoding="utf-8") != _dumps(expected):
             problems.append(f"{path} is out of step with {lesson.name}: run `make workbooks`")
-        problems += [f"{path.name} shows an answer line: {line!r}" for line in leaks(lesson, expected)]
+        problems += [f"{path.name} shows an answer: {line!r}" for line in leaks(lesson, expected)]
     return problems
 
 

@@ -1,9 +1,10 @@
 """Your GPT: one run made of the pieces you wrote in the six workbooks, wherever they pass their checks.
 
 Hand-written tooling of the course, not part of the installed package. Notebook 06 ends with this run. It
-takes the pieces `course.collect()` gathered from the workbooks in `notebooks/workbooks/` (each the
-learner's where it passed its check, gptlib's reference where it did not; in the lesson, where the workbooks
-are untouched, every piece is the reference) and uses them as follows:
+takes the pieces `course.collect()` gathered, from the workbooks in `notebooks/workbooks/` or from where their
+checks kept them (in Colab, the learner's Drive: `course.pieces.keep_pieces`). Each is the learner's where it
+passed its check, gptlib's reference where it did not (in the lesson, where the workbooks are untouched,
+every piece is the reference). They are used as follows:
 
 1. the tokenizer: `train_merges` (01) learns the merges from the course corpus's chunks, as many as the
    course's tokenizer has (`Tokenizer(merges)` then encodes with gptlib's back-end);
