@@ -73,7 +73,8 @@ workbooks: $(STAMP)
 check-workbooks: $(STAMP)
 	$(PY) notebooks/course/workbooks.py check
 
-# The Colab link and install cell at the top of every lesson, made from pyproject's [project.urls] Repository.
+# Each lesson's first cell sends the learner to its workbook (its Colab badge), and the install cell follows
+# it; both are made from pyproject's [project.urls] Repository.
 colab: $(STAMP)
 	$(PY) notebooks/course/colab.py
 
