@@ -38,13 +38,13 @@ __all__ = [
     "metadata_text",
     "plan_shards",
     "write_shard",
+    "TokenSplit",
+    "open_split",
     "DataConfig",
     "document_chunks",
     "tokenize_stream",
     "write_splits",
     "prepare",
-    "TokenSplit",
-    "open_split",
 ]
 
 
@@ -170,6 +170,95 @@ def write_shard(
     atomic_write(folder / f"{name}.ds.index", np.array(ends, dtype="<u8").tobytes())
     atomic_write(folder / f"{name}.ds.metadata", metadata_text(tok_name, dtype.itemsize, n_tokens).encode())
     return shards.shard_record(Path(root or folder), folder, name, dtype)
+
+
+# %% ../notebooks/02_data.ipynb #7df14f43
+class TokenSplit:
+    """The tokens of one split: its shards memory-mapped and seen as one 1-D sequence of length n, with
+    `len`, `split[i]`, `split[a:b]`, `read(a, b)`, `doc_ends` and `np.asarray(split)` (small splits only)."""
+
+    def __init__(self, folder, manifest: dict, split: str):
+        """Made by `open_split` once the manifest and the files are checked; made directly (as tests do), it
+        trusts `manifest`."""
+        self.folder, self.split = Path(folder), split
+        self.dtype = np.dtype(manifest["tokens"]["dtype"])
+        records = manifest["splits"][split]["shards"]
+        self.paths = [self.folder / s["files"][0]["path"] for s in records]
+        # S + 1 offsets: shard s holds the split's tokens [starts[s], starts[s + 1])
+        self.starts = np.cumsum([0] + [s["n_tokens"] for s in records], dtype=np.int64)
+        self._maps = None  # opened on first use: making a TokenSplit touches no file
+
+    def __getstate__(self):  # a worker process gets the file names and maps them itself
+        return {**self.__dict__, "_maps": None}
+
+    @property
+    def shards(self) -> list[np.ndarray]:
+        """One read-only memory map per shard, opened on first use."""
+        if self._maps is None:
+            # seen as plain arrays: slices of them are ndarrays (not memmap objects), views all the same
+            self._maps = [np.memmap(p, dtype=self.dtype, mode="r").view(np.ndarray) for p in self.paths]
+        return self._maps
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens `[start, stop)`: a view into one shard's map, or a copy joining several. The loader's
+        windows (notebook 03) are such ranges, and almost all of them lie within one shard: no copy."""
+        if not 0 <= start <= stop <= len(self):
+            raise IndexError(f"range [{start}, {stop}) is outside a split of {len(self)} tokens")
+        # the shard holding `start`: side="right" puts a start equal to a shard's first offset in that shard,
+        # and an empty range at the very end belongs to the last shard
+        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)
+        end = int(self.starts[s + 1])
+        if stop <= end:  # the common case: within one shard, a view
+            return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
+        return np.concatenate([self.read(start, end), self.read(end, stop)])  # rare: across a boundary
+
+    def __getitem__(self, key):
+        """`split[i]` and `split[a:b:step]`, as for a 1-D array; a slice within one shard is a view."""
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step < 0:
+                raise ValueError("TokenSplit slices take a positive step")
+            return self.read(start, max(start, stop))[::step]
+        index = int(key) + (len(self) if int(key) < 0 else 0)  # negative indices count from the end
+        return self.read(index, index + 1)[0]
+
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(split)`: every shard read into one array, for small splits (tests, the notebooks)."""
+        return np.concatenate(self.shards).astype(dtype or self.dtype, copy=False)
+
+    @property
+    def doc_ends(self) -> np.ndarray:
+        """Cumulative document ends over the whole split (int64), from the shards' `.ds.index` files."""
+        # each shard's index counts from the shard's own start: its offset makes the ends split-wide
+        ends = [
+            np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a
+            for p, a in zip(self.paths, self.starts)
+        ]
+        return np.concatenate(ends)
+
+    def __repr__(self) -> str:
+        shards = f"{len(self.paths)} shard{'s' if len(self.paths) > 1 else ''}"
+        return (
+            f"TokenSplit({self.folder}, {self.split!r}: {len(self):,d} {self.dtype.name} tokens in {shards})"
+        )
+
+
+def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) -> TokenSplit:
+    """The verified tokens of `split` (`checksums=False`: sizes only, no sha256); `tokenizer` (a Tokenizer,
+    its folder or its fingerprint), when given, must be the one that made them."""
+    manifest = read_manifest(folder)  # refused unless it is our format and version, and consistent
+    if tokenizer is not None:  # the caller's tokenizer must be the one whose ids these are
+        tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, Path) else tokenizer
+        if not isinstance(tokenizer, (str, Tokenizer)):
+            kind = type(tokenizer).__name__
+            raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {kind}")
+        fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
+        shards.check_made_by(folder, manifest, fingerprint)
+    verify_split(folder, manifest, split, checksums=checksums)  # every file of the split, as recorded
+    return TokenSplit(folder, manifest, split)
 
 
 # %% ../notebooks/02_data.ipynb #32317d3b
@@ -346,92 +435,3 @@ def prepare(cfg: DataConfig, progress: bool = True, *, tokenizer: Tokenizer | No
         )
         shards.publish(work, cfg.out, manifest)  # the splits swapped in, the manifest written last
     return manifest
-
-
-# %% ../notebooks/02_data.ipynb #7df14f43
-class TokenSplit:
-    """The tokens of one split: its shards memory-mapped and seen as one 1-D sequence of length n, with
-    `len`, `split[i]`, `split[a:b]`, `read(a, b)`, `doc_ends` and `np.asarray(split)` (small splits only)."""
-
-    def __init__(self, folder, manifest: dict, split: str):
-        """Made by `open_split` once the manifest and the files are checked; made directly (as tests do), it
-        trusts `manifest`."""
-        self.folder, self.split = Path(folder), split
-        self.dtype = np.dtype(manifest["tokens"]["dtype"])
-        records = manifest["splits"][split]["shards"]
-        self.paths = [self.folder / s["files"][0]["path"] for s in records]
-        # S + 1 offsets: shard s holds the split's tokens [starts[s], starts[s + 1])
-        self.starts = np.cumsum([0] + [s["n_tokens"] for s in records], dtype=np.int64)
-        self._maps = None  # opened on first use: making a TokenSplit touches no file
-
-    def __getstate__(self):  # a worker process gets the file names and maps them itself
-        return {**self.__dict__, "_maps": None}
-
-    @property
-    def shards(self) -> list[np.ndarray]:
-        """One read-only memory map per shard, opened on first use."""
-        if self._maps is None:
-            # seen as plain arrays: slices of them are ndarrays (not memmap objects), views all the same
-            self._maps = [np.memmap(p, dtype=self.dtype, mode="r").view(np.ndarray) for p in self.paths]
-        return self._maps
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens `[start, stop)`: a view into one shard's map, or a copy joining several. The loader's
-        windows (notebook 03) are such ranges, and almost all of them lie within one shard: no copy."""
-        if not 0 <= start <= stop <= len(self):
-            raise IndexError(f"range [{start}, {stop}) is outside a split of {len(self)} tokens")
-        # the shard holding `start`: side="right" puts a start equal to a shard's first offset in that shard,
-        # and an empty range at the very end belongs to the last shard
-        s = min(int(np.searchsorted(self.starts, start, side="right")) - 1, len(self.paths) - 1)
-        end = int(self.starts[s + 1])
-        if stop <= end:  # the common case: within one shard, a view
-            return self.shards[s][start - self.starts[s] : stop - self.starts[s]]
-        return np.concatenate([self.read(start, end), self.read(end, stop)])  # rare: across a boundary
-
-    def __getitem__(self, key):
-        """`split[i]` and `split[a:b:step]`, as for a 1-D array; a slice within one shard is a view."""
-        if isinstance(key, slice):
-            start, stop, step = key.indices(len(self))
-            if step < 0:
-                raise ValueError("TokenSplit slices take a positive step")
-            return self.read(start, max(start, stop))[::step]
-        index = int(key) + (len(self) if int(key) < 0 else 0)  # negative indices count from the end
-        return self.read(index, index + 1)[0]
-
-    def __array__(self, dtype=None, copy=None):
-        """`np.asarray(split)`: every shard read into one array, for small splits (tests, the notebooks)."""
-        return np.concatenate(self.shards).astype(dtype or self.dtype, copy=False)
-
-    @property
-    def doc_ends(self) -> np.ndarray:
-        """Cumulative document ends over the whole split (int64), from the shards' `.ds.index` files."""
-        # each shard's index counts from the shard's own start: its offset makes the ends split-wide
-        ends = [
-            np.fromfile(f"{p}.index", dtype="<u8").astype(np.int64) + a
-            for p, a in zip(self.paths, self.starts)
-        ]
-        return np.concatenate(ends)
-
-    def __repr__(self) -> str:
-        shards = f"{len(self.paths)} shard{'s' if len(self.paths) > 1 else ''}"
-        return (
-            f"TokenSplit({self.folder}, {self.split!r}: {len(self):,d} {self.dtype.name} tokens in {shards})"
-        )
-
-
-def open_split(folder, split: str, tokenizer=None, *, checksums: bool = True) -> TokenSplit:
-    """The verified tokens of `split` (`checksums=False`: sizes only, no sha256); `tokenizer` (a Tokenizer,
-    its folder or its fingerprint), when given, must be the one that made them."""
-    manifest = read_manifest(folder)  # refused unless it is our format and version, and consistent
-    if tokenizer is not None:  # the caller's tokenizer must be the one whose ids these are
-        tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, Path) else tokenizer
-        if not isinstance(tokenizer, (str, Tokenizer)):
-            kind = type(tokenizer).__name__
-            raise TypeError(f"tokenizer must be a Tokenizer, its folder or its fingerprint, not {kind}")
-        fingerprint = tokenizer if isinstance(tokenizer, str) else tokenizer.fingerprint()
-        shards.check_made_by(folder, manifest, fingerprint)
-    verify_split(folder, manifest, split, checksums=checksums)  # every file of the split, as recorded
-    return TokenSplit(folder, manifest, split)
