@@ -5,6 +5,7 @@ takes seconds), `interrupted` and exit 130, as `gptlib.cli.main` says during the
 has ended, nothing (its status stands: Python would otherwise print a `KeyboardInterrupt` traceback while
 shutting down, or die of the signal)."""
 
+import contextlib
 import signal
 import sys
 
@@ -17,7 +18,8 @@ def main() -> int:
 
             return command()
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: its status stands
+            with contextlib.suppress(ValueError):  # called from another thread: no signal to set
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command has ended: its status stands
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

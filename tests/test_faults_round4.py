@@ -11,6 +11,7 @@ import io
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from gptlib.cli import main
-from gptlib.corpus import CorpusError
+from gptlib.corpus import CorpusError, open_corpus
 from gptlib.data import open_split
 from gptlib.run_folder import RunFolder, read_metrics
 from gptlib.tokenizer import Tokenizer
@@ -594,3 +595,24 @@ def test_a_full_disk_during_data_import_names_the_file(exported, tmp_path, monke
     monkeypatch.setattr(gptlib.files, "open", opened, raising=False)
     message = _fails(capsys, _import_argv(exported, exported / "bins", out))
     assert message == f"No space left on device: {final}"
+
+
+def test_a_corpus_stamp_follows_the_bytes_not_the_metadata(tmp_path):
+    """Work made from a local corpus is keyed by its bytes: an edit in place that keeps the size and sets the
+    modification time back changes the stamp; a chmod, or an identical copy renamed over the file (another
+    inode, another change time), does not, so a run made from the corpus still resumes."""
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    doc = folder / "a.txt"
+    doc.write_text("To be, or not to be.\n")
+    (folder / "b.txt").write_text("That is the question.\n")
+    first = open_corpus(str(folder)).stamp()
+    os.chmod(doc, 0o600)
+    copy = tmp_path / "copy.txt"
+    shutil.copy2(doc, copy)
+    os.replace(copy, doc)
+    assert open_corpus(str(folder)).stamp() == first
+    times = doc.stat()
+    doc.write_text("To be, or not to bX.\n")  # the same size
+    os.utime(doc, ns=(times.st_atime_ns, times.st_mtime_ns))  # the modification time set back
+    assert open_corpus(str(folder)).stamp() != first

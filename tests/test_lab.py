@@ -315,7 +315,7 @@ def test_unpinned_precision_and_a_damaged_ledger_are_refused(tmp_path, capsys, s
 
 def test_a_bad_queue_line_is_named_before_any_work(tmp_path, capsys, small_data):
     queue = tmp_path / "queue.txt"
-    line = f"--name a --base '{base_flags(small_data)}' --seed-shift 5"
+    line = f"--name a --base '{base_flags(small_data)}' --seed-shift 1000"
     queue.write_text(f"{line}\n{line.replace('--name a', '--name b')} --max-seeds 1\n", encoding="utf-8")
     assert main(["lab", "queue", str(tmp_path / "lab.jsonl"), str(queue)]) == 2
     err = capsys.readouterr().err
@@ -329,3 +329,39 @@ def test_help_of_every_lab_verb_gives_its_guide(capsys):
     shown = capsys.readouterr().out
     assert shown.count("How to propose a change, run it and read the decision") == 2  # lab and lab run
     assert "--min-effect" in shown and "--seed-shift" in shown
+
+
+def test_an_aa_shift_below_the_cap_and_an_arm_that_stops_itself_are_refused(small_data):
+    """A shift smaller than the seed cap would make one arm's trial the other's (the same run reused, the
+    differences not independent); an arm that stops when validation rises would not train its pinned steps."""
+    rule = Rule(min_seeds=2, max_seeds=4)
+    with pytest.raises(ConfigError, match="smaller than the seed cap"):
+        Experiment("aa", tiny(small_data), tiny(small_data), rule, seed_shift=3)
+    Experiment("aa", tiny(small_data), tiny(small_data), rule, seed_shift=4)  # no trial shared
+    with pytest.raises(ConfigError, match="stop-rising"):
+        Experiment("x", tiny(small_data), tiny(small_data, stop_rising=True, max_lr=1e-3), rule)
+
+
+def test_a_trial_key_changes_with_the_data_behind_the_same_paths(small_data, tmp_path):
+    "Shards made again at the same path from other text have another key: their trials are not reused."
+    cfg = tiny(small_data)
+    code, where = {"sources": "s"}, {"cpu": "c", "cpu_ids": {}, "torch": "t", "threads": 1}
+    before = lab.trial_key(cfg, code, where)
+    manifest = small_data / "shards" / "manifest.json"
+    saved = manifest.read_text()
+    try:
+        document = json.loads(saved)
+        document["key"] = "another-key"
+        manifest.write_text(json.dumps(document))
+        assert lab.trial_key(cfg, code, where) != before
+    finally:
+        manifest.write_text(saved)
+    assert lab.trial_key(cfg, code, where) == before
+
+
+def test_an_empty_ledger_reads_as_a_new_one(tmp_path):
+    ledger = Ledger(tmp_path / "lab.jsonl")
+    ledger.path.touch()
+    assert ledger.records() == []
+    ledger.append({"kind": "pin", "steps": 3})
+    assert [r["kind"] for r in ledger.records()] == ["pin"]

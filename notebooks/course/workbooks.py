@@ -63,7 +63,10 @@ SETUP = """import sys
 sys.path.insert(0, "..")  # notebooks/: `course`, the checks of the exercises
 from course.pieces import keep_pieces
 
-keep_pieces("{stem}")  # each piece that passes its check is kept where workbook 06 finds it"""
+# each piece that passes its check is kept where workbook 06 finds it: in Colab this asks for your Google
+# Drive and saves to MyDrive/gptlib/pieces (declined: this runtime's disk only); elsewhere 06 reads this
+# workbook, saved
+keep_pieces("{stem}")"""
 
 
 def _header(stem: str, solved: bool) -> str:
