@@ -880,8 +880,10 @@ def describe(
     if budget_min:
         steps = f"{max_steps:,d} step{'s' if max_steps != 1 else ''}"
         step_s = probe.step_time(precision, compiled)
+        # a CPU's probe times eager steps only: "compiled" where the step timed was
+        kind = " compiled" if compiled and precision in (probe.compiled_s or {}) else ""
         parts.append(
-            f"budget {budget_min:g} min: {steps} of {step_s * 1e3:,.0f} ms{' compiled' if compiled else ''}, "
+            f"budget {budget_min:g} min: {steps} of {step_s * 1e3:,.0f} ms{kind}, "
             f"validations of {probe.eval_s:.1f} s, checkpoints of {probe.save_s:.1f} s"
         )
     return " | ".join(parts)

@@ -624,3 +624,17 @@ def test_the_first_line_names_a_gpus_tensor_cores_where_it_named_none(monkeypatc
     line = describe(probe, "bf16", times=True, max_steps=100, budget_min=1.0)
     assert "bf16 12 ms (NVIDIA H200, fp16_tensor_cores, bf16_tensor_cores)" in line, line
     assert "no bf16/fp16 units" not in line
+
+
+def test_a_cpu_runs_plan_is_not_called_compiled_when_its_probe_timed_eager_steps():
+    "A CPU's probe times eager steps only: the first line names the step it planned at as what it was."
+    from gptlib.probe import describe
+
+    eager = Probe(step_s={"bf16": 0.149}, eval_s=1.9, save_s=0.1, precisions=("bf16",))
+    line = describe(eager, "bf16", times=False, max_steps=3454, budget_min=9, compiled=True)
+    assert "3,454 steps of 149 ms, " in line
+    timed = Probe(
+        step_s={"bf16": 0.149}, eval_s=1.9, save_s=0.1, precisions=("bf16",), compiled_s={"bf16": 0.12}
+    )
+    line = describe(timed, "bf16", times=False, max_steps=3454, budget_min=9, compiled=True)
+    assert "3,454 steps of 120 ms compiled, " in line
