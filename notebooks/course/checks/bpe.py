@@ -357,7 +357,9 @@ def train_merges(fn) -> str:
         f"on 3,000 chunks your merges differ from gptlib's from merge {_first_difference(got, expected)}",
     )
     _expect(
-        seconds < 2.0 or seconds < 60 * reference_seconds,  # a recount takes ~150 times gptlib's time here
+        # a recount takes ~150 times gptlib's time, 1.9 s on the fastest CPU met (a Zen 5): the floor under
+        # the ratio, for a machine so busy that gptlib's own time is noise, must stay below that
+        seconds < 1.0 or seconds < 60 * reference_seconds,
         f"400 merges of 3,000 distinct chunks took {seconds:.1f} s (gptlib: {reference_seconds:.2f} s): at "
         "that pace the course's 3,837 merges of 5 MB take many minutes. Recount nothing: keep the pair "
         "counts, and after a merge change only the counts of the pairs in the words that held it",
