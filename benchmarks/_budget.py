@@ -31,7 +31,8 @@ from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
 from gptlib.probe import TIMED_STEPS, WARMUP_STEPS, Probe, steps_within
 from gptlib.quality import TrainingText, sample_quality
 from gptlib.run_folder import load_trained
-from gptlib.train import TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TrainConfig
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)

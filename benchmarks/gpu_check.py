@@ -50,7 +50,8 @@ from _results import write_section  # noqa: E402
 from gptlib.files import write_json  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, measure_matmul_flops, peak_flops  # noqa: E402
-from gptlib.train import TrainConfig, train, train_step  # noqa: E402
+from gptlib.train import train, train_step  # noqa: E402
+from gptlib.train_config import TrainConfig  # noqa: E402
 
 STAGES = ("data", "loop", "budget", "recipe", "steps", "peer", "summary")
 # the thresholds for an H100/H200-class GPU

@@ -25,7 +25,7 @@ import torch
 
 from gptlib.model import GPT
 from gptlib.optim import choose_precision, make_adamw, mfu, peak_flops
-from gptlib.train import TrainConfig
+from gptlib.train_config import TrainConfig
 
 
 def measure(precision: str, compiled: bool, micro_batch: int, grad_accum: int, steps: int) -> dict:

@@ -42,7 +42,7 @@ from _results import machine_line, write_section  # noqa: E402
 
 from gptlib.expected import cpu_kind  # noqa: E402
 from gptlib.pipeline import PROMPT  # noqa: E402
-from gptlib.train import TrainConfig  # noqa: E402
+from gptlib.train_config import TrainConfig  # noqa: E402
 
 RUNS = Path(__file__).with_name("recipe_runs.jsonl")
 SAMPLE_PROMPT = "ROMEO:"  # the prompt every row's samples were drawn after (then after <|bos|>: see FINDINGS)

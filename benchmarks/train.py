@@ -69,7 +69,8 @@ from gptlib.quality import TrainingText, sample_quality  # noqa: E402
 from gptlib.run_folder import RunFolder, open_tokenizer, read_metrics, run_inputs  # noqa: E402
 from gptlib.runtime import compile_or_fallback, setup_distributed  # noqa: E402
 from gptlib.tokenizer import Tokenizer  # noqa: E402
-from gptlib.train import TrainConfig, eager_copies, evaluate  # noqa: E402
+from gptlib.train import eager_copies, evaluate  # noqa: E402
+from gptlib.train_config import TrainConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).with_name("train_runs.jsonl")

@@ -35,7 +35,8 @@ Modules:
 - `gptlib.shards`: The shard folder: manifest, verification, reuse, the lock, work folders, publishing.
 - `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.tokenizer`: Byte-level BPE: trained exactly like rustbpe, encoding exactly like tiktoken.
-- `gptlib.train`: The training loop: configuration, one step, bits per byte, set-up, the loop.
+- `gptlib.train`: The training loop: one step, bits per byte, set-up, the loop.
+- `gptlib.train_config`: Hand-written plumbing: a run's configuration, its groups of fields, its presets.
 - `gptlib.workers`: Worker processes that die with their parent, the work shared with them, a paused GC."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.

@@ -35,7 +35,7 @@ from pathlib import Path
 from .display import schedule_of  # the run's schedule, as its records say it
 from .files import DocumentError, read_json_document, write_json
 from .optim import cpu_features
-from .train import TrainConfig
+from .train_config import TrainConfig
 
 __all__ = [
     "BANDS",

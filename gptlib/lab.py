@@ -72,7 +72,8 @@ from .expected import cpu_kind
 from .files import DocumentError, atomic_open, atomic_write
 from .probe import hardware_features
 from .shards import read_manifest
-from .train import TrainConfig, train
+from .train import train
+from .train_config import TrainConfig
 
 __all__ = [
     "Rule",

@@ -55,7 +55,8 @@ from .run_folder import CheckpointError, init_from_run, load_trained, read_metri
 from .shards import ShardError, read_manifest
 from .tensorboard import TENSORBOARD_DIR, TensorBoardLog, check_installed
 from .tokenizer import Tokenizer
-from .train import TrainConfig, evaluate, train
+from .train import evaluate, train
+from .train_config import TrainConfig
 
 __all__ = [
     "TRAINED_ON",

@@ -510,7 +510,7 @@ class Records:
 
 
 def open_tokenizer(cfg) -> Tokenizer:
-    """The tokenizer of the run `cfg` (a `gptlib.train.TrainConfig`). Its number of ids must be `vocab_size`:
+    """The tokenizer of the run `cfg` (a `TrainConfig`). Its number of ids must be `vocab_size`:
     they are the model's ids too, and a run recorded with one size but trained with another could not be
     resumed or read back."""
     tokenizer = Tokenizer.load(cfg.tokenizer)  # checked as it is read: format, merges, special tokens
@@ -540,7 +540,7 @@ def resume_precision(requested: str, meta: dict | None) -> str:
 
 
 def check_checkpoint(meta: dict, cfg, dist, inputs: dict) -> None:
-    """Refuse a checkpoint (its metadata `meta`) made by another run than `cfg` (a `gptlib.train.TrainConfig`)
+    """Refuse a checkpoint (its metadata `meta`) made by another run than `cfg` (a `TrainConfig`)
     in `dist`'s processes on `inputs` (`run_inputs`), naming the difference: a config field not marked
     `resumable`, the end of the learning-rate decay, the model, the tokenizer, the shards or the number of
     processes. A resume that went on regardless would not continue this run: it would start another one
@@ -695,7 +695,7 @@ class Progress:
 
 
 def start_new(cfg, dist, run: RunFolder, training, tokenizer: Tokenizer) -> Progress:
-    """Begin a new run of `cfg` (a `gptlib.train.TrainConfig`) on `training` (its `Training`): the weights of
+    """Begin a new run of `cfg` (a `TrainConfig`) on `training` (its `Training`): the weights of
     `cfg.init_from`'s best checkpoint when asked, the tokenizer copied into the run folder, an empty log
     (rank 0); then every generator seeded per rank, so that dropout differs between ranks (the initial
     weights were drawn before)."""

@@ -25,7 +25,7 @@ from gptlib.expected import (
     save_bands,
 )
 from gptlib.files import DocumentError
-from gptlib.train import TrainConfig
+from gptlib.train_config import TrainConfig
 
 KIND = {"model": "Test CPU", "features": ["avx512_bf16"]}
 CONFIG = TrainConfig.preset("tiny").to_dict()

@@ -27,7 +27,8 @@ from gptlib.probe import (
 )
 from gptlib.run_folder import list_checkpoints, read_checkpoint_meta, read_metrics
 from gptlib.runtime import Distributed
-from gptlib.train import TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TrainConfig
 
 ONE_PROCESS = Distributed(0, 1, 0, torch.device("cpu"))
 

@@ -26,7 +26,7 @@ from gptlib.cli import build_parser, config_from_args, describe, main
 from gptlib.corpus import CorpusError
 from gptlib.files import LockedError
 from gptlib.tokenizer import Tokenizer
-from gptlib.train import TRAIN_PRESETS, TrainConfig
+from gptlib.train_config import TRAIN_PRESETS, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -397,7 +397,7 @@ def test_the_learners_schedule_sets_the_rate_of_every_step():
     "The run's config keeps every field and method of the preset, but its learning rate is the learner's."
     from course.your_gpt import _with_schedule
 
-    from gptlib.train import TrainConfig
+    from gptlib.train_config import TrainConfig
 
     cfg = TrainConfig.preset("tiny", max_steps=10)
     scheduled = _with_schedule(cfg, lambda step, **kw: 0.5 * step)
@@ -409,6 +409,6 @@ def test_the_course_setup_is_the_cpu_preset_s_data():
     "Every lesson's losses compare with `make run`'s: the course's tokenizer is the `cpu` preset's size."
     from course.setup import CORPUS, VOCAB_SIZE
 
-    from gptlib.train import TrainConfig
+    from gptlib.train_config import TrainConfig
 
     assert (CORPUS, VOCAB_SIZE) == ("shakespeare", TrainConfig.preset("cpu").vocab_size)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gptlib.run_folder import list_checkpoints, read_checkpoint_meta, read_metrics
-from gptlib.train import TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

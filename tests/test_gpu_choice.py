@@ -29,7 +29,7 @@ from gptlib.probe import (
     search,
 )
 from gptlib.runtime import Distributed
-from gptlib.train import TrainConfig
+from gptlib.train_config import TrainConfig
 
 GB = 10**9
 H200 = ("fp16_tensor_cores", "bf16_tensor_cores")  # compute capability 9.0: both 16-bit formats

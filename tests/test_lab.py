@@ -16,7 +16,8 @@ from gptlib.cli import main
 from gptlib.config import ConfigError
 from gptlib.lab import Experiment, Ledger, Rule, judge, run_experiment, t_cdf, t_quantile
 from gptlib.run_folder import load_trained
-from gptlib.train import TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TrainConfig
 
 
 def tiny(small_data, **overrides) -> TrainConfig:

@@ -521,7 +521,7 @@ def test_unknown_preset_lists_the_known_ones():
 
 def test_the_cpu_model_preset_is_the_cpu_training_presets_model():
     "One `cpu` preset: training it builds exactly the model preset (no dropout, recipe search)."
-    from gptlib.train import TrainConfig
+    from gptlib.train_config import TrainConfig
 
     preset = GPT_PRESETS["cpu"]
     assert preset.dropout == 0.0 and preset.attn_dropout == 0.0

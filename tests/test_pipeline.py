@@ -38,7 +38,8 @@ from gptlib.pipeline import (
 from gptlib.run_folder import CheckpointError, RunFolder, init_from_run, load_trained, read_metrics
 from gptlib.shards import ShardError
 from gptlib.tokenizer import Tokenizer
-from gptlib.train import TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TrainConfig
 
 # Sentences in scripts and languages a byte-level BPE must carry through untouched: accents, ß, Cyrillic,
 # Greek, Chinese, Japanese, Arabic (right to left), Devanagari, emoji with skin tones, flags and joiners.

@@ -30,7 +30,8 @@ from gptlib.run_folder import (
     resume_precision,
 )
 from gptlib.runtime import compile_or_fallback
-from gptlib.train import TrainConfig, evaluate, train, train_step
+from gptlib.train import evaluate, train, train_step
+from gptlib.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -57,6 +57,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} -h`)\n")
 
 
+def add_command(commands, name: str, **kwargs) -> argparse._SubParsersAction:
+    "The command `name` (`add_parser`'s `kwargs`) under the command line's `commands`; returns its verbs."
+    return commands.add_parser(name, **kwargs).add_subparsers(dest="verb", required=True, metavar="VERB")
+
+
 def integer(*, low: int | None = None, high: int | None = None):
     """An argparse `type` for an int flag, at least `low` and at most `high`: a bad value is refused while
     parsing, before any work, rather than after a stage of it has run (argparse names the flag)."""
@@ -72,6 +77,11 @@ def integer(*, low: int | None = None, high: int | None = None):
             raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
+
+
+def add_count(parser, flag: str, default, help: str, *, low: int | None = None, high: int | None = None):
+    "The option `flag` (metavar N): a whole number in [low, high] (`integer`), its default and its help."
+    parser.add_argument(flag, type=integer(low=low, high=high), metavar="N", default=default, help=help)
 
 
 def number(*, low: float):

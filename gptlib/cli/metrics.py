@@ -18,13 +18,14 @@ from gptlib.config import parse_path
 from gptlib.run_folder import CheckpointError, RunFolder, read_metrics
 from gptlib.tensorboard import TENSORBOARD_DIR, check_installed, write_events
 
+from ._shared import add_command
+
 __all__ = ["add_to"]
 
 
 def add_to(commands) -> None:
     "The `metrics` command and its verbs, under the command line's `commands` (argparse subparsers)."
-    metrics = commands.add_parser("metrics", help="a run's metrics for other tools: TensorBoard event files")
-    verbs = metrics.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = add_command(commands, "metrics", help="a run's metrics for other tools: TensorBoard event files")
     tensorboard = verbs.add_parser(
         "tensorboard", help="write RUN/tensorboard/ from RUN/metrics.jsonl (replacing the events there)"
     )

@@ -11,23 +11,17 @@ import argparse
 
 from gptlib.model import GPT, GPT_PRESETS, GPTConfig, param_counts
 
-from ._shared import add_preset, check_memory, integer
+from ._shared import add_command, add_count, add_preset, check_memory
 
 __all__ = ["add_to"]
 
 
 def add_to(commands) -> None:
     "The `model` command and its verb, under the command line's `commands` (argparse subparsers)."
-    model = commands.add_parser("model", help="describe a model preset: sizes, parameters, FLOPs")
-    verbs = model.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = add_command(commands, "model", help="describe a model preset: sizes, parameters, FLOPs")
     show = verbs.add_parser("show", help="print a preset's configuration, parameters by component and FLOPs")
     add_preset(show, GPT_PRESETS, "gpt-25m", "model")
-    show.add_argument(
-        "--vocab-size",
-        type=integer(),
-        metavar="N",
-        help="the tokenizer's vocabulary size (default: the preset's)",
-    )
+    add_count(show, "--vocab-size", None, "the tokenizer's vocabulary size (default: the preset's)")
     show.set_defaults(handler=show_command)
 
 

@@ -23,9 +23,9 @@ import shlex
 from gptlib.corpus import EMBEDDED, fetch_shakespeare
 from gptlib.pipeline import PROMPT, SAMPLE_SEEDS, check_corpus, run_pipeline
 from gptlib.tensorboard import check_installed
-from gptlib.train import TRAIN_PRESETS, TrainConfig
+from gptlib.train_config import TRAIN_PRESETS, TrainConfig
 
-from ._shared import add_corpus, add_preset, add_sdist, add_tensorboard, integer, signal_exit_code
+from ._shared import add_corpus, add_count, add_preset, add_sdist, add_tensorboard, signal_exit_code
 from .corpus import show_corpus
 
 __all__ = ["add_to"]
@@ -49,13 +49,7 @@ def add_to(commands) -> None:
         help=f"the start of the sample printed at the end (default: {PROMPT!r}, a speaker heading, for "
         "Shakespeare; the opening of the first held-out document for another corpus)",
     )
-    run.add_argument(
-        "--sample-tokens",
-        type=integer(low=1),
-        metavar="N",
-        default=300,
-        help="tokens to sample at the end (default: 300)",
-    )
+    add_count(run, "--sample-tokens", 300, "tokens to sample at the end (default: 300)", low=1)
     add_tensorboard(run)
     run.set_defaults(handler=run_command)
 

@@ -19,7 +19,7 @@ from gptlib.model import sample_text
 from gptlib.run_folder import load_trained
 from gptlib.runtime import resolve_device
 
-from ._shared import integer, number
+from ._shared import add_count, number
 
 __all__ = ["add_to", "SEED_LIMIT"]
 
@@ -41,9 +41,7 @@ def add_to(commands) -> None:
         default="",
         help="text to continue, read as the middle of a document (none: start a new document at <|bos|>)",
     )
-    sample.add_argument(
-        "--max-new-tokens", type=integer(low=0), metavar="N", default=200, help="tokens to generate"
-    )
+    add_count(sample, "--max-new-tokens", 200, "tokens to generate", low=0)
     sample.add_argument(
         "--temperature",
         type=number(low=0.0),
@@ -51,20 +49,8 @@ def add_to(commands) -> None:
         default=0.8,
         help="softmax temperature (0: the likeliest token every time; default: 0.8)",
     )
-    sample.add_argument(
-        "--top-k",
-        type=integer(low=0),
-        metavar="N",
-        default=50,
-        help="sample among the k likeliest tokens (0: all)",
-    )
-    sample.add_argument(
-        "--seed",
-        type=integer(low=0, high=SEED_LIMIT),
-        metavar="N",
-        default=0,
-        help="seeds the sampling generator",
-    )
+    add_count(sample, "--top-k", 50, "sample among the k likeliest tokens (0: all)", low=0)
+    add_count(sample, "--seed", 0, "seeds the sampling generator", low=0, high=SEED_LIMIT)
     sample.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which checkpoint")
     sample.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     sample.set_defaults(handler=sample_command)

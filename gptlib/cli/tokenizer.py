@@ -30,7 +30,15 @@ from gptlib.files import FolderLock, naming
 from gptlib.quality import compression
 from gptlib.tokenizer import SPECIAL_TOKENS, Tokenizer, check_tokenizer_folder, check_vocab_size
 
-from ._shared import UsageError, add_corpus, add_sdist, add_tokenizer, default_tokenizer, integer
+from ._shared import (
+    UsageError,
+    add_command,
+    add_corpus,
+    add_count,
+    add_sdist,
+    add_tokenizer,
+    default_tokenizer,
+)
 
 __all__ = ["add_to", "COMPRESSION_SAMPLE_BYTES", "ENCODE_MAX_BYTES"]
 
@@ -40,19 +48,14 @@ ENCODE_MAX_BYTES = 64_000_000  # the most text `tokenizer encode` reads from a f
 
 def add_to(commands) -> None:
     "The `tokenizer` command and its verbs, under the command line's `commands` (argparse subparsers)."
-    tokenizer = commands.add_parser(
-        "tokenizer", help="train a byte-level BPE tokenizer, encode and decode with it"
+    verbs = add_command(
+        commands, "tokenizer", help="train a byte-level BPE tokenizer, encode and decode with it"
     )
-    verbs = tokenizer.add_subparsers(dest="verb", required=True, metavar="VERB")
     train = verbs.add_parser("train", help="train on a corpus and save the tokenizer folder")
     add_corpus(train)
     add_sdist(train)
-    train.add_argument(
-        "--vocab-size",
-        type=integer(),
-        metavar="N",
-        default=8192,
-        help=f"256 bytes + merges + {len(SPECIAL_TOKENS)} specials (default: 8192)",
+    add_count(
+        train, "--vocab-size", 8192, f"256 bytes + merges + {len(SPECIAL_TOKENS)} specials (default: 8192)"
     )
     train.add_argument(
         "--out",
@@ -61,13 +64,7 @@ def add_to(commands) -> None:
         default=default_tokenizer(),
         help=f"the tokenizer folder to write (default: {default_tokenizer()})",
     )
-    train.add_argument(
-        "--workers",
-        type=integer(low=1),
-        metavar="N",
-        default=None,
-        help="processes that split the corpus (default: CPUs)",
-    )
+    add_count(train, "--workers", None, "processes that split the corpus (default: CPUs)", low=1)
     train.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in the folder")
     train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     train.set_defaults(handler=train_command)

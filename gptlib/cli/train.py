@@ -26,9 +26,18 @@ from gptlib.expected import check_bands, place
 from gptlib.pipeline import TrainingEvents, continued_after, continued_pretraining
 from gptlib.run_folder import CheckpointError, list_checkpoints, read_metrics
 from gptlib.runtime import resolve_device
-from gptlib.train import TRAIN_PRESETS, TrainConfig, train
+from gptlib.train import train
+from gptlib.train_config import TRAIN_PRESETS, TrainConfig
 
-from ._shared import Parser, UsageError, add_preset, add_tensorboard, check_memory, signal_exit_code
+from ._shared import (
+    Parser,
+    UsageError,
+    add_command,
+    add_preset,
+    add_tensorboard,
+    check_memory,
+    signal_exit_code,
+)
 
 __all__ = ["add_to", "add_train_flags", "train_parser", "config_from_args", "RUN_FOLDERS"]
 
@@ -39,8 +48,7 @@ _ABOUT = "Train a GPT. Every TrainConfig field is a flag; the preset gives the v
 
 def add_to(commands) -> None:
     "The `train` command and its verbs, under the command line's `commands` (argparse subparsers)."
-    parser = commands.add_parser("train", help="train a GPT from a shard folder (flags from TrainConfig)")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = add_command(commands, "train", help="train a GPT from a shard folder (flags from TrainConfig)")
     start = verbs.add_parser(
         "start",
         help="train, or resume the run in --out; `train start -h` lists every flag",

@@ -42,7 +42,7 @@ PROMPT = "Romeo.\n"  # what `make run` samples after (gptlib.pipeline.PROMPT): a
 class YourRun:
     "What the run made: its config, tokenizer, model, records, the held-out figures and a sample."
 
-    config: object  # gptlib.train.TrainConfig, with the learner's learning-rate schedule
+    config: object  # gptlib.train_config.TrainConfig, with the learner's learning-rate schedule
     tokenizer: object  # gptlib.tokenizer.Tokenizer, from the learner's merges
     same_merges: bool  # whether those merges are the course tokenizer's, the ones `make run` learns
     model: object  # the learner's GPT, trained
@@ -161,7 +161,7 @@ def train_your_gpt(
     the end, scores `eval_batches` batches of the held-out plays (0: all of them). `log(line)` says what
     each stage made."""
     from gptlib.model import sample_text
-    from gptlib.train import TrainConfig
+    from gptlib.train_config import TrainConfig
 
     started, work = time.perf_counter(), Path(work)
     work.mkdir(parents=True, exist_ok=True)

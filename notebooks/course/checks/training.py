@@ -618,7 +618,7 @@ def _tiny_run():
 
 def _tiny_config(**overrides):
     "The loop checks' run: 6 steps of 2 x 2 windows of 16 bytes, dropout on (the generators matter)."
-    from gptlib.train import TrainConfig
+    from gptlib.train_config import TrainConfig
 
     folder, tokenizer = _tiny_run()
     fields = dict(
