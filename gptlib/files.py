@@ -314,21 +314,31 @@ class FolderLock:
         self.fresh = bool(self._made) or (
             folder.is_dir() and all(entry.name == LOCK_FILE for entry in folder.iterdir())
         )
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
-            with contextlib.suppress(OSError, ValueError):
-                owner = int(self.path.read_text().split()[0])
+        while True:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                with contextlib.suppress(OSError, ValueError):
+                    owner = int(self.path.read_text().split()[0])
+                    raise LockedError(
+                        f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
+                        "wait for it to finish or stop it"
+                    ) from None
                 raise LockedError(
-                    f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
-                    "wait for it to finish or stop it"
+                    f"another process is writing to the {self.what} {self.path.parent}"
                 ) from None
-            raise LockedError(f"another process is writing to the {self.what} {self.path.parent}") from None
+            # the file locked must still be the one at the path: a holder that took its fresh folder back
+            # (`_take_back`) removed the file after this process opened it, and a lock on a removed file
+            # keeps no one out. Then open the path again
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    break
+            os.close(fd)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

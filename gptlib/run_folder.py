@@ -302,10 +302,14 @@ class RunFolder:
         if self.writer:
             _refuse_strangers(self.path)
             self._lock.__enter__()
-            if not (self.path / RUN_MARKER).is_file():
-                write_json(self.path / RUN_MARKER, {"format": RUN_FORMAT, "version": RUN_VERSION})
-            for folder in (self.path, self.checkpoints):  # metrics and config, half-written checkpoints
-                remove_stale_temporaries(folder)
+            try:
+                if not (self.path / RUN_MARKER).is_file():
+                    write_json(self.path / RUN_MARKER, {"format": RUN_FORMAT, "version": RUN_VERSION})
+                for folder in (self.path, self.checkpoints):  # metrics and config, half-written checkpoints
+                    remove_stale_temporaries(folder)
+            except BaseException as e:  # a full disk, Ctrl-C: the lock is given back, as after a failed block
+                self.__exit__(type(e), e, e.__traceback__)
+                raise
         return self
 
     def __exit__(self, exc_type, *exc) -> bool:

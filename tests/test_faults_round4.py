@@ -616,3 +616,45 @@ def test_a_corpus_stamp_follows_the_bytes_not_the_metadata(tmp_path):
     doc.write_text("To be, or not to bX.\n")  # the same size
     os.utime(doc, ns=(times.st_atime_ns, times.st_mtime_ns))  # the modification time set back
     assert open_corpus(str(folder)).stamp() != first
+
+
+# --- two leftovers of the round: a lock file removed while it is being taken; a marker that cannot be written
+
+
+def test_a_lock_file_removed_while_another_process_takes_it_is_taken_again(tmp_path, monkeypatch):
+    import fcntl
+
+    from gptlib import files
+
+    real_flock, calls = fcntl.flock, []
+
+    def flock_after_a_take_back(fd, operation):
+        if not calls:  # the holder of a fresh folder gave it back between this process's open and its flock
+            (tmp_path / "run" / files.LOCK_FILE).unlink()
+        calls.append(fd)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_a_take_back)
+    lock = files.FolderLock(tmp_path / "run")
+    with lock:
+        # the lock held is on the file at the path, so a third writer is kept out
+        assert os.fstat(lock._fd).st_ino == os.stat(lock.path).st_ino
+        monkeypatch.setattr(fcntl, "flock", real_flock)
+        with pytest.raises(files.LockedError), files.FolderLock(tmp_path / "run"):
+            pass
+    assert len(calls) == 2  # the removed file was locked in vain, then the path's new one
+
+
+def test_a_run_folder_whose_marker_cannot_be_written_gives_its_lock_and_folder_back(tmp_path, monkeypatch):
+    from gptlib import run_folder
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_folder, "write_json", disk_full)
+    with pytest.raises(OSError, match="No space left"), RunFolder(tmp_path / "run"):
+        pass
+    assert not (tmp_path / "run").exists()  # the disk as it was found
+    monkeypatch.undo()
+    with RunFolder(tmp_path / "run") as folder:  # the next writer is not refused by a lock left held
+        assert (folder.path / run_folder.RUN_MARKER).is_file()
