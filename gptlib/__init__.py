@@ -36,7 +36,7 @@ Modules:
 - `gptlib.tensorboard`: TensorBoard event files of a run's scalars.
 - `gptlib.tokenizer`: Byte-level BPE: trained exactly like rustbpe, encoding exactly like tiktoken.
 - `gptlib.train`: The training loop: one step, bits per byte, set-up, the loop.
-- `gptlib.train_config`: Hand-written plumbing: a run's configuration, its groups of fields, its presets.
+- `gptlib.train_config`: A training run's configuration: groups of fields, each step's learning rate, presets.
 - `gptlib.workers`: Worker processes that die with their parent, the work shared with them, a paused GC."""
 
 # Hand-written plumbing, except the docstring above: nbdev-export rewrites it from the module docstrings.

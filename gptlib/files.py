@@ -293,6 +293,9 @@ class LockedError(GptlibError, RuntimeError):
     "Another live process is writing to the folder."
 
 
+_LOCK_TRIES = 100  # FolderLock: how often a lock file removed under it is opened again
+
+
 class FolderLock:
     """An exclusive lock on `folder/.lock` for the life of a `with` block. The operating system releases it
     when the process dies however it dies (`fcntl.flock`), so a crashed writer never blocks the next one.
@@ -308,41 +311,60 @@ class FolderLock:
         self.fresh, self._made = False, []
 
     def __enter__(self) -> FolderLock:
+        # A lock file its holder removed (`_take_back`, a fresh folder given back) after this process opened
+        # it is locked in vain: a lock on a removed file keeps no one out. Then the path is opened again
+        # (its folder made again if it went too); each retry needs another process to have given a fresh
+        # folder back in between, so a few are plenty
+        self._made = []
+        for _ in range(_LOCK_TRIES):
+            fd = self._open_locked()
+            try:
+                held = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                held = False  # the path's file was removed: open it again
+            except BaseException:
+                os.close(fd)
+                raise
+            if not held:
+                os.close(fd)
+                continue
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            except BaseException:  # a full disk, Ctrl-C: nothing held, and a fresh folder given back
+                if self.fresh:
+                    self._take_back()
+                os.close(fd)
+                raise
+            self._fd = fd
+            return self
+        raise LockedError(f"the lock of the {self.what} {self.path.parent} keeps being removed; try again")
+
+    def _open_locked(self) -> int:
+        "Open the lock file (making its folder) and lock it, or raise `LockedError` naming the holder."
         folder = self.path.parent
-        # the folders `mkdir` is about to make, the deepest first
-        self._made = list(itertools.takewhile(lambda p: not p.exists(), [folder, *folder.parents]))
+        # the folders `mkdir` is about to make, with those an earlier try made, the deepest first
+        made = itertools.takewhile(lambda p: not p.exists(), [folder, *folder.parents])
+        self._made = sorted({*made, *self._made}, key=lambda p: len(p.parts), reverse=True)
         self.fresh = bool(self._made) or (
             folder.is_dir() and all(entry.name == LOCK_FILE for entry in folder.iterdir())
         )
-        while True:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                os.close(fd)
-                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-                with contextlib.suppress(OSError, ValueError):
-                    owner = int(self.path.read_text().split()[0])
-                    raise LockedError(
-                        f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
-                        "wait for it to finish or stop it"
-                    ) from None
-                raise LockedError(
-                    f"another process is writing to the {self.what} {self.path.parent}"
-                ) from None
-            # the file locked must still be the one at the path: a holder that took its fresh folder back
-            # (`_take_back`) removed the file after this process opened it, and a lock on a removed file
-            # keeps no one out. Then open the path again
-            with contextlib.suppress(FileNotFoundError):
-                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
-                    break
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-        return self
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            with contextlib.suppress(OSError, ValueError):
+                owner = int(self.path.read_text().split()[0])
+                raise LockedError(
+                    f"another process (pid {owner}) is writing to the {self.what} {self.path.parent}; "
+                    "wait for it to finish or stop it"
+                ) from None
+            raise LockedError(f"another process is writing to the {self.what} {self.path.parent}") from None
+        return fd
 
     def __exit__(self, exc_type, *exc) -> bool:
         if self._fd is not None:

@@ -1,11 +1,11 @@
 """The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
 
 From this module `gptlib.train` takes `make_adamw` (PyTorch's AdamW over `param_groups`: decay on the
-matrices only, the fused kernel where it runs), `lr_at` (a linear warmup, then a cosine),
-`choose_precision` (fp32, bf16, or fp16 with a loss scaler, decided from the hardware's features and
-timed steps, with its reason), and `peak_flops` and `Throughput` (tokens per second and MFU against a
-datasheet's or a measured peak). It imports torch and `gptlib.errors` only: a precision the device cannot
-run is the user's to fix, not a bug.
+matrices only, the fused kernel where it runs), `choose_precision` (fp32, bf16, or fp16 with a loss scaler,
+decided from the hardware's features and timed steps, with its reason), and `peak_flops` and `Throughput`
+(tokens per second and MFU against a datasheet's or a measured peak); `gptlib.train_config` takes `lr_at`
+(a linear warmup, then a cosine) for the learning rate of each step. It imports torch and `gptlib.errors`
+only: a precision the device cannot run is the user's to fix, not a bug.
 
 The lesson's other rungs stay in the notebook, because training runs PyTorch's versions of them: `AdamW`
 written out (torch's fused AdamW computes the same update), `clip_grad_norm`

@@ -1,13 +1,14 @@
-"""Hand-written plumbing: a run's configuration, its groups of fields, its presets.
+"""A training run's configuration: groups of fields, each step's learning rate, presets.
 
-`TrainConfig` is everything a run depends on: the model's shape (`gptlib.model.GPTConfig`'s fields), then five
-groups, each a small dataclass and a heading of `train start --help`: the data, the optimization, the
-schedule (with the learning rate of each step, notebook 05's warmup and cosine with an optional hold), the
-compute and the bookkeeping. Each field declares on itself whether it may change when a run resumes and
-whether it decides a run's curves. `TRAIN_PRESETS` are named values of it, kept apart from the loop
-(`gptlib.train`) as nanoGPT keeps its `config/` files apart from its `train.py`: the command line, the
-pipeline, the bands and the lab read a configuration without importing the loop. Notebook 06 shows and
-explains it (its appendix *the configuration and the command line*)."""
+Hand-written plumbing. `TrainConfig` is everything a run depends on: the model's shape
+(`gptlib.model.GPTConfig`'s fields), then five groups, each a small dataclass and a heading of `train start
+--help`: the data, the optimization, the schedule (with the learning rate of each step, notebook 05's warmup
+and cosine with an optional hold), the compute and the bookkeeping. Each field declares on itself whether it
+may change when a run resumes and whether it decides a run's curves. `TRAIN_PRESETS` are named values of it.
+It is kept apart from the loop (`gptlib.train`) as nanoGPT keeps its `config/` files apart from its
+`train.py`: a reader finds the loop without 250 lines of fields before it, and what only reads a
+configuration (the bands of `gptlib.expected`) does not import the loop. Notebook 06 shows and explains it
+(its appendix *the configuration and the command line*)."""
 
 from dataclasses import dataclass
 

@@ -658,3 +658,20 @@ def test_a_run_folder_whose_marker_cannot_be_written_gives_its_lock_and_folder_b
     monkeypatch.undo()
     with RunFolder(tmp_path / "run") as folder:  # the next writer is not refused by a lock left held
         assert (folder.path / run_folder.RUN_MARKER).is_file()
+
+
+def test_a_lock_whose_pid_cannot_be_written_is_given_back_with_its_fresh_folder(tmp_path, monkeypatch):
+    from gptlib import files
+
+    real_write = os.write
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_full)
+    with pytest.raises(OSError, match="No space left"), files.FolderLock(tmp_path / "new" / "run"):
+        pass
+    monkeypatch.setattr(os, "write", real_write)
+    assert not (tmp_path / "new").exists()  # the folders it made, given back
+    with files.FolderLock(tmp_path / "new" / "run") as lock:  # and no descriptor left holding the lock
+        assert lock.path.is_file()

@@ -72,9 +72,10 @@ def _namespaces(pieces: Pieces) -> dict[str, dict]:
 def _with_schedule(cfg, lr_at):
     """`cfg` as an instance of a subclass of its class whose `lr(step)` calls `lr_at` (the learner's
     schedule) instead of gptlib.optim's: every other field and method is the config's own."""
-    import gptlib.train
+    import sys
 
-    rebound = _rebound(cfg.__class__.lr, {**vars(gptlib.train), "lr_at": lr_at})
+    module = sys.modules[cfg.__class__.lr.__module__]  # where `lr` is defined: its names, lr_at replaced
+    rebound = _rebound(cfg.__class__.lr, {**vars(module), "lr_at": lr_at})
     scheduled = type(cfg.__class__.__name__, (cfg.__class__,), {"lr": rebound})
     return scheduled(**{name: getattr(cfg, name) for name in cfg.__dataclass_fields__})
 
