@@ -90,7 +90,8 @@ def with_start_here(source: str, name: str) -> str:
 
 def install_cell(folder: str = "notebooks") -> str:
     "The install cell: install the course where gptlib is missing, then work in `folder` of the checkout."
-    return f'''# In Colab (or any Python without gptlib): clone the course and install it; elsewhere: nothing.
+    return f'''# In Colab (or any Python without gptlib): install the course (the checkout this
+# notebook sits in, or a clone of it) and use it; elsewhere: nothing.
 import importlib.util
 import os
 import subprocess
@@ -98,7 +99,10 @@ import sys
 from pathlib import Path
 
 if importlib.util.find_spec("gptlib") is None:
-    source = Path(os.environ.get("GPTLIB_SOURCE", "/content/gptlib"))  # a checkout of the course
+    here = next(
+        (p for p in [Path.cwd(), *Path.cwd().parents] if (p / "gptlib" / "__init__.py").is_file()), None
+    )
+    source = Path(os.environ.get("GPTLIB_SOURCE") or here or "/content/gptlib")  # a checkout of the course
     if not (source / "pyproject.toml").is_file():
         clone = ["git", "clone", "--depth", "1", "{repository()}", str(source)]
         subprocess.run(clone, check=True)

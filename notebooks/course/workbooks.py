@@ -178,13 +178,13 @@ def _without_lesson_only(cells: list, lesson_name: str) -> list:
             kept.append(cell)
             leaving = False
         elif not leaving:  # the first of a run: its heading, if it has one, names what is left out
-            title = next(
-                (line.lstrip("#").strip() for line in cell.source.splitlines() if line.startswith("#")), ""
-            )
+            heading = next((line for line in cell.source.splitlines() if line.startswith("#")), "")
+            level = len(heading) - len(heading.lstrip("#")) or 2  # the heading's own level, in the outline
+            title = heading.lstrip("#").strip() or "A part of the lesson"
             note = (
-                f"## {title or 'A part of the lesson'}: in the lesson\n\n"
+                f"{'#' * level} {title}: in the lesson\n\n"
                 f"This part of [`../{lesson_name}`](../{lesson_name}) shows gptlib's own versions of pieces "
-                "you write in this workbook, so the workbook leaves it out. Read it there once yours pass."
+                "you write in this workbook: it stays in the lesson. Read it there once yours pass."
             )
             kept.append(nbformat.v4.new_markdown_cell(note, id=f"{cell.get('id', 'lesson')}-left-out"))
             leaving = True
