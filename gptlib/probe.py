@@ -34,6 +34,7 @@ says bf16 is twice as fast on a CPU whose real bf16 steps are no faster at a sma
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import statistics
@@ -542,14 +543,13 @@ def _held(device, cfg, training, micro_batch: int, memory) -> float:
     """The most bytes one step of `training` (its raw model: no collective) at `micro_batch` holds, its model
     and optimizer included; inf when it runs out of memory."""
     resident = _resident_bytes(training)
-    try:
+    # suppressed rather than caught: the error and its traceback, which holds the step's activations alive,
+    # are gone once the block ends, before the memory is released below
+    with contextlib.suppress(torch.cuda.OutOfMemoryError):
         return (
             memory.measure(_finished(device, cfg, training, micro_batch, forward=training.model)) + resident
         )
-    except torch.cuda.OutOfMemoryError:
-        pass
-    # outside the except clause: its traceback held the step's activations alive
-    training.optimizer.zero_grad(set_to_none=True)
+    training.optimizer.zero_grad(set_to_none=True)  # out of memory
     memory.release()
     return math.inf
 
