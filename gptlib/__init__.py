@@ -24,6 +24,7 @@ Modules:
 - `gptlib.loader`: Token shards become an endless, seeded, resumable stream of (x, y) training batches.
 - `gptlib.model`: The decoder-only transformer (GPT): attention, blocks, positions, initialisation, sampling.
 - `gptlib.model_inputs`: Checks of what the model is given: token ids, targets, the arguments of `generate`.
+- `gptlib.modern`: Since GPT-2: RMSNorm, QK-norm, ReLU², an untied head and Muon, each an option of the model.
 - `gptlib.optim`: The optimizer side of training: AdamW, its schedule, clipping, mixed precision and MFU.
 - `gptlib.overfitting`: Validation that has risen for a long stretch: the run says so once, and may stop.
 - `gptlib.pipeline`: The main job, `python -m gptlib run`: corpus, tokenizer, shards, training, a sample.

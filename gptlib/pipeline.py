@@ -48,7 +48,8 @@ from .display import save_plots
 from .expected import check_bands, place
 from .files import atomic_write, sha256_bytes, write_json
 from .loader import eval_batches
-from .model import GPT, param_counts, sample_text
+from .model import sample_text
+from .modern import build_model
 from .optim import choose_precision
 from .quality import TrainingText, reference_losses, sample_quality
 from .run_folder import CheckpointError, init_from_run, load_trained, read_metrics
@@ -357,7 +358,7 @@ def continued_pretraining(cfg: TrainConfig) -> dict:
     (`gptlib.run_folder.init_from_run`), so a run that would be refused is refused here, before any work."""
     tokenizer = Tokenizer.load(cfg.tokenizer)
     with torch.random.fork_rng():  # built only to be loaded into: the run's own random draws are untouched
-        model = GPT(cfg.model_config())
+        model = build_model(cfg.model_config())
     meta = init_from_run(model, cfg.init_from, tokenizer)
     texts = {"old": meta["config"]["shards"], "new": cfg.shards}
     before = {which: _bpb_if_there(model, shards, tokenizer, cfg) for which, shards in texts.items()}
@@ -403,7 +404,8 @@ def tokens_per_parameter(cfg: TrainConfig, train_tokens: int) -> str:
     """The training text's tokens per model parameter, in words: Chinchilla's compute-optimal runs read about
     20 (Hoffmann et al. 2022); far fewer, and passes over the same text soon teach the model the text itself
     rather than the language (the validation loss turns up while the training loss falls)."""
-    params = sum(param_counts(cfg.model_config()).values())
+    with torch.device("meta"):  # its parameters counted, none drawn or stored
+        params = build_model(cfg.model_config()).num_params(non_embedding=False)
     ratio = train_tokens / params
     line = f"{train_tokens:,d} training tokens for {params:,d} parameters: {ratio:.2g} tokens per parameter"
     return line + (

@@ -65,7 +65,8 @@ from .files import (
     temporary_name,
     write_json,
 )
-from .model import GPT, GPTConfig
+from .model import GPT
+from .modern import ModernConfig, build_model
 from .optim import PRECISIONS
 from .runtime import rng_state, seed_everything, set_rng_state
 from .shards import check_made_by, read_manifest
@@ -270,7 +271,7 @@ def load_trained(run, which: str = "best", device="cpu") -> tuple[GPT, Tokenizer
         if tokenizer.fingerprint() != meta.get("tokenizer_fingerprint"):
             raise CheckpointError(f"{run / 'tokenizer'} is not the tokenizer {path} was trained with")
         try:
-            model = GPT(GPTConfig.from_dict(meta.get("model_config")))
+            model = build_model(ModernConfig.from_dict(meta.get("model_config")))
             verify_checkpoint(path, meta)
             load_checkpoint(path, model, state=False, meta=meta)
         except (CheckpointError, GptlibError) as e:
@@ -556,7 +557,7 @@ def check_checkpoint(meta: dict, cfg, dist, inputs: dict) -> None:
     if not isinstance(saved_model, dict):
         raise CheckpointError("the checkpoint records no model config: it was not saved by gptlib.train")
     # a field the checkpoint does not record is newer than the run, which ran with its default
-    saved_model = {**GPTConfig().to_dict(), **saved_model}
+    saved_model = {**ModernConfig().to_dict(), **saved_model}
     if saved_model != cfg.model_config().to_dict():
         raise CheckpointError(
             f"the checkpoint's model {saved_model} differs from {cfg.model_config().to_dict()}"

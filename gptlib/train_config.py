@@ -13,7 +13,8 @@ configuration (the bands of `gptlib.expected`) does not import the loop. Noteboo
 from dataclasses import dataclass
 
 from .config import Config, ConfigError, opt
-from .model import GPT_PRESETS, GPTConfig
+from .model import GPT_PRESETS
+from .modern import ModernConfig
 from .optim import PRECISIONS, lr_at
 
 __all__ = ["RunData", "Optimization", "Schedule", "Compute", "Bookkeeping", "TrainConfig", "TRAIN_PRESETS"]
@@ -45,6 +46,10 @@ class Optimization(Config):
     weight_decay: float = opt(0.1, "AdamW weight decay of the weight matrices and embeddings", low=0.0)
     beta1: float = opt(0.9, "AdamW's decay of the gradient's running mean", low=0.0, below=1.0)
     beta2: float = opt(0.95, "AdamW's decay of the squared gradient's running mean", low=0.0, below=1.0)
+    # lesson 07: Muon moves the blocks' weight matrices by their orthogonalized momentum (gptlib.modern.Muon)
+    optimizer: str = opt(
+        "adamw", "adamw, or muon (the blocks' matrices; AdamW for the rest)", choices=("adamw", "muon")
+    )
     grad_clip: float = opt(
         1.0, "the largest gradient norm; larger gradients are scaled down to it", positive=True
     )
@@ -147,7 +152,7 @@ class Bookkeeping(Config):
 
 # the bases last group first: a dataclass collects its fields from the far end of its ancestry
 @dataclass
-class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, GPTConfig):
+class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, ModernConfig):
     """Everything a training run depends on, in groups: the model's shape (every `GPTConfig` field;
     `vocab_size` is the number of token ids, the tokenizer's and the model's alike), then the data, the
     optimization, the schedule, the compute and the bookkeeping (the classes above, one flag group each in
@@ -162,9 +167,9 @@ class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, GPTConf
         if self.min_lr > self.max_lr:
             raise ConfigError(f"need min_lr <= max_lr, got min_lr={self.min_lr}, max_lr={self.max_lr}")
 
-    def model_config(self) -> GPTConfig:
-        "The model's part of this config: its `GPTConfig` fields."
-        return GPTConfig.from_dict({f: getattr(self, f) for f in GPTConfig.__dataclass_fields__})
+    def model_config(self) -> ModernConfig:
+        "The model's part of this config: its `ModernConfig` fields (`GPTConfig`'s and the modern pieces')."
+        return ModernConfig.from_dict({f: getattr(self, f) for f in ModernConfig.__dataclass_fields__})
 
     def decay_start(self, end: int | None = None) -> int:
         """The step where the cosine begins, in a run whose decay ends at `end` (default: `decay_steps`, or
