@@ -73,12 +73,12 @@ def read_ledger(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines[1:]]
 
 
-def add_records(records: list[dict]) -> None:
-    "Append ledger records to RECORDS (itself a ledger: `lab show benchmarks/lab_runs.jsonl` reads it)."
-    old = RECORDS.read_text(encoding="utf-8") if RECORDS.is_file() else ""
+def add_records(records: list[dict], path: Path = RECORDS) -> None:
+    "Append ledger records to `path` (itself a ledger: `lab show benchmarks/lab_runs.jsonl` reads it)."
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
     if not old:
         old = json.dumps({"format": "gptlib-lab-ledger", "version": 1}) + "\n"
-    RECORDS.write_text(old + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    path.write_text(old + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
 def commit() -> str:
@@ -114,8 +114,8 @@ def aa_line(k: int) -> str:
     return f"--name aa-{k} --base {base} --seed-shift {SHIFT} --first-seed {100 * (k - 1) + 1} {RULE}"
 
 
-def run_queues(queues: list[list[str]], tag: str, snap: Path) -> None:
-    "Each queue in a process and a ledger of its own, side by side; their records then added to RECORDS."
+def run_queues(queues: list[list[str]], tag: str, snap: Path, records_path: Path = RECORDS) -> None:
+    "Each queue in a process and a ledger of its own, side by side; their records then added to the records."
     began, load, workers = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg(), []
     for i, queue in enumerate(queues):
         (WORK / f"queue-{tag}{i}.txt").write_text("\n".join(queue) + "\n", encoding="utf-8")
@@ -130,7 +130,7 @@ def run_queues(queues: list[list[str]], tag: str, snap: Path) -> None:
     session.update(load_after=os.getloadavg(), commit=snapped, exit=codes, queues=queues)
     for r in records:
         r["session"] = session
-    add_records(records)
+    add_records(records, records_path)
 
 
 def run(aa: int) -> None:
