@@ -32,6 +32,15 @@ PIECES = {
     "muon": "--optimizer muon",
 }
 ALL = " ".join(PIECES.values())
+# after the first screen: Muon at its own, larger learning rates (its update's RMS matches AdamW's at equal
+# rates, Moonlight's scale, but modded-nanogpt's tuned rate is about 9 times that here), and the two pieces
+# that were not rejected, together
+MORE = {
+    "muon-lr-3e-3": "--optimizer muon --muon-lr 3e-3",
+    "muon-lr-1e-2": "--optimizer muon --muon-lr 1e-2",
+    "muon-lr-3e-2": "--optimizer muon --muon-lr 3e-2",
+    "untied-qk-norm": "--tied-head false --qk-norm true",
+}
 
 
 def full_base(steps: int) -> str:
@@ -55,6 +64,11 @@ def screen() -> None:
     run_queues([lines[:3], lines[3:]], "screen", snapshot(), RECORDS)
 
 
+def screen_more() -> None:
+    lines = [line(f"screen-{name}", SCREEN, flags) for name, flags in MORE.items()]
+    run_queues([lines[::2], lines[1::2]], "more", snapshot(), RECORDS)
+
+
 def full(steps: int, candidate: str) -> None:
     run_queues([[line("full-modern", full_base(steps), candidate)]] * 1, "full", snapshot(), RECORDS)
 
@@ -62,12 +76,15 @@ def full(steps: int, candidate: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screen", action="store_true", help="each piece alone, and all, on the small trial")
+    parser.add_argument("--screen-more", action="store_true", help="Muon's rates, the pieces kept, together")
     parser.add_argument("--full", metavar="FLAGS", help="these pieces against the cpu preset at --steps")
     parser.add_argument("--steps", type=int, default=3700, help="the full trial's pinned steps")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.screen:
         screen()
+    if args.screen_more:
+        screen_more()
     if args.full:
         full(args.steps, args.full)
     return 0

@@ -170,6 +170,7 @@ class Muon(torch.optim.Optimizer):
             momentum=momentum,
             ns_steps=ns_steps,
             muon=False,
+            lr_ratio=1.0,
         )
         super().__init__(groups, defaults)
         self.ns_dtype = ns_dtype  # Newton-Schulz's dtype: the run's matmul precision
@@ -184,11 +185,12 @@ class Muon(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                p.mul_(1 - group["lr"] * group["weight_decay"])  # decoupled weight decay, as AdamW's
-                (self._muon if group["muon"] else self._adamw)(p, group)
+                lr = group["lr"] * group["lr_ratio"]  # the schedule's rate, times the group's own ratio
+                p.mul_(1 - lr * group["weight_decay"])  # decoupled weight decay, as AdamW's
+                (self._muon if group["muon"] else self._adamw)(p, group, lr)
         return loss
 
-    def _muon(self, p: torch.Tensor, group: dict) -> None:
+    def _muon(self, p: torch.Tensor, group: dict, lr: float) -> None:
         state = self.state[p]
         if not state:
             state["momentum"] = torch.zeros_like(p)
@@ -196,24 +198,29 @@ class Muon(torch.optim.Optimizer):
         buf.lerp_(p.grad, 1 - mu)  # a running mean of the gradients
         # Nesterov's momentum (the gradient a step further along the mean), orthogonalized
         update = newton_schulz(p.grad.lerp(buf, mu), group["ns_steps"], dtype=self.ns_dtype)
-        p.add_(update, alpha=-group["lr"] * 0.2 * math.sqrt(max(p.shape)))
+        p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))
 
-    def _adamw(self, p: torch.Tensor, group: dict) -> None:
+    def _adamw(self, p: torch.Tensor, group: dict, lr: float) -> None:
         state = self.state[p]
         if not state:
-            state["step"], state["exp_avg"], state["exp_avg_sq"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+            state["step"], state["exp_avg"], state["exp_avg_sq"] = (
+                torch.tensor(0.0),
+                torch.zeros_like(p),
+                torch.zeros_like(p),
+            )
         (b1, b2), g = group["betas"], p.grad
         state["step"] += 1
         state["exp_avg"].lerp_(g, 1 - b1)
         state["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
         denom = (state["exp_avg_sq"] / (1 - b2 ** state["step"])).sqrt_().add_(group["eps"])
-        p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - b1 ** state["step"]))
+        p.addcdiv_(state["exp_avg"], denom, value=-lr / (1 - b1 ** state["step"]))
 
 
-def muon_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def muon_groups(model: nn.Module, weight_decay: float, lr_ratio: float = 1.0) -> list[dict]:
     """The blocks' weight matrices for Muon (decayed); the embedding and an untied head for AdamW (decayed);
     vectors (gains, biases) for AdamW without decay. Embeddings and the head are not hidden linear maps:
-    Muon's orthogonal update does not suit a lookup table or the read-out (Jordan et al. 2024)."""
+    Muon's orthogonal update does not suit a lookup table or the read-out (Jordan et al. 2024). The Muon
+    group's learning rate is the schedule's times `lr_ratio`."""
     muon, decay, no_decay = [], [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
@@ -221,7 +228,7 @@ def muon_groups(model: nn.Module, weight_decay: float) -> list[dict]:
                 muon if p.ndim >= 2 and name.startswith("blocks.") else decay if p.ndim >= 2 else no_decay
             ).append(p)
     return [
-        {"params": muon, "weight_decay": weight_decay, "muon": True, "name": "muon"},
+        {"params": muon, "weight_decay": weight_decay, "muon": True, "lr_ratio": lr_ratio, "name": "muon"},
         {"params": decay, "weight_decay": weight_decay, "name": "decay"},
         {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
     ]

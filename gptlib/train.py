@@ -200,7 +200,8 @@ def setup(
     # `auto` on a CPU keeps the faster of the probe's real steps (notebook 05)
     chosen = choose_precision(device, precision, step_seconds=probe.step_s if probe is not None else None)
     if cfg.optimizer == "muon":  # lesson 07: the blocks' matrices orthogonalized (in the run's matmul dtype)
-        groups, ns_dtype = muon_groups(model, cfg.weight_decay), chosen.autocast_dtype or torch.float32
+        ratio, ns_dtype = (cfg.muon_lr or cfg.max_lr) / cfg.max_lr, chosen.autocast_dtype or torch.float32
+        groups = muon_groups(model, cfg.weight_decay, lr_ratio=ratio)
         optimizer = Muon(groups, lr=cfg.max_lr, betas=betas, ns_dtype=ns_dtype)
     else:  # decay on the weight matrices and embeddings only (notebook 05); the fused kernel where it works
         optimizer, _ = make_adamw(

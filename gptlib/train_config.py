@@ -50,6 +50,7 @@ class Optimization(Config):
     optimizer: str = opt(
         "adamw", "adamw, or muon (the blocks' matrices; AdamW for the rest)", choices=("adamw", "muon")
     )
+    muon_lr: float = opt(0.0, "with --optimizer muon: the Muon matrices' max_lr (0: max_lr)", low=0.0)
     grad_clip: float = opt(
         1.0, "the largest gradient norm; larger gradients are scaled down to it", positive=True
     )
