@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab import BASE, DATA, RULE, WORK, read_ledger, run_queues, snapshot  # noqa: E402
+from lab import BASE, DATA, RULE, WORK, run_queues, snapshot  # noqa: E402
 
 RECORDS = Path(__file__).with_name("modern_runs.jsonl")
 SCREEN = f"{BASE} --max-steps 400 --precision bf16"  # the lab's trial at the steps it pinned (lab_runs.jsonl)
