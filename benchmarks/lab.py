@@ -114,14 +114,25 @@ def aa_line(k: int) -> str:
     return f"--name aa-{k} --base {base} --seed-shift {SHIFT} --first-seed {100 * (k - 1) + 1} {RULE}"
 
 
-def run_queues(queues: list[list[str]], tag: str, snap: Path, records_path: Path = RECORDS) -> None:
+def run_queues(
+    queues: list[list[str]], tag: str, snap: Path, records_path: Path = RECORDS, threads: int = 1
+) -> None:
     "Each queue in a process and a ledger of its own, side by side; their records then added to the records."
     began, load, workers = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg(), []
     for i, queue in enumerate(queues):
         (WORK / f"queue-{tag}{i}.txt").write_text("\n".join(queue) + "\n", encoding="utf-8")
         ledger, work = WORK / f"ledger-{tag}{i}.jsonl", WORK / f"runs-{tag}{i}"
         workers.append(
-            lab(snap, "queue", str(ledger), str(WORK / f"queue-{tag}{i}.txt"), "--work", str(work))
+            lab(
+                snap,
+                "queue",
+                str(ledger),
+                str(WORK / f"queue-{tag}{i}.txt"),
+                "--work",
+                str(work),
+                "--threads",
+                str(threads),
+            )
         )
     codes = [w.wait() for w in workers]
     records = [r for i in range(len(queues)) for r in read_ledger(WORK / f"ledger-{tag}{i}.jsonl")]

@@ -70,7 +70,10 @@ def screen_more() -> None:
 
 
 def full(steps: int, candidate: str) -> None:
-    run_queues([[line("full-modern", full_base(steps), candidate)]] * 1, "full", snapshot(), RECORDS)
+    # one experiment, its trials one after the other on both cores (two threads a trial), at most 4 seeds
+    rule = RULE.replace("--max-seeds 5", "--max-seeds 4")
+    experiment = line("full-modern", full_base(steps), candidate).replace(RULE, rule)
+    run_queues([[experiment]], "full", snapshot(), RECORDS, threads=2)
 
 
 def main() -> int:
