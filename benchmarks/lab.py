@@ -119,6 +119,8 @@ def run_queues(
 ) -> None:
     "Each queue in a process and a ledger of its own, side by side; their records then added to the records."
     began, load, workers = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg(), []
+    # read now: another run may take a new snapshot into the same folder before this one ends
+    snapped = (snap / "COMMIT").read_text(encoding="utf-8")
     for i, queue in enumerate(queues):
         (WORK / f"queue-{tag}{i}.txt").write_text("\n".join(queue) + "\n", encoding="utf-8")
         ledger, work = WORK / f"ledger-{tag}{i}.jsonl", WORK / f"runs-{tag}{i}"
@@ -137,7 +139,6 @@ def run_queues(
     codes = [w.wait() for w in workers]
     records = [r for i in range(len(queues)) for r in read_ledger(WORK / f"ledger-{tag}{i}.jsonl")]
     session = {"began": began, "ended": time.strftime("%Y-%m-%d %H:%M"), "load_before": load}
-    snapped = (snap / "COMMIT").read_text(encoding="utf-8")
     session.update(load_after=os.getloadavg(), commit=snapped, exit=codes, queues=queues)
     for r in records:
         r["session"] = session

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab import BASE, DATA, RULE, WORK, run_queues, snapshot  # noqa: E402
+from lab import BASE, DATA, RULE, WORK, read_ledger, run_queues, snapshot  # noqa: E402
 
 RECORDS = Path(__file__).with_name("modern_runs.jsonl")
 SCREEN = f"{BASE} --max-steps 400 --precision bf16"  # the lab's trial at the steps it pinned (lab_runs.jsonl)
@@ -76,6 +77,53 @@ def full(steps: int, candidate: str) -> None:
     run_queues([[experiment]], "full", snapshot(), RECORDS, threads=2)
 
 
+def section(records: list[dict]) -> str:
+    "The section of RESULTS.md: one row per experiment of the records, the screen's first, then the full one."
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from gptlib.lab import summary
+
+    md = ["## Lesson 07's pieces (`benchmarks/modern.py`)", ""]
+    trials = [r for r in records if r["kind"] == "trial"]
+    if not trials:
+        return "\n".join(md + ["No records yet."])
+    ids, cpu = trials[0]["machine"]["cpu_ids"], trials[0]["machine"]["cpu"]
+    sessions = sorted({(t["session"]["began"], t["session"]["commit"]) for t in trials if "session" in t})
+    md += [
+        f"{sessions[0][0]} to {max(t['session']['ended'] for t in trials if 'session' in t)}, "
+        f"{cpu['model']} family {ids.get('cpu family')} model {ids.get('model')} "
+        f"({', '.join(cpu['features'])}), torch {trials[0]['machine']['torch']}; commits "
+        f"{', '.join(sorted({c for _, c in sessions}))} (their gptlib). Command: `.venv/bin/python "
+        "benchmarks/modern.py --screen --screen-more`, then `--full FLAGS --steps 3700`. The rule, declared "
+        f"before the first trial: `{RULE}` (the full experiment: at most 4 seeds).",
+        "",
+        "The screen: the lab's small trial (`" + BASE.split(" --shards")[0] + " --max-steps 400 "
+        "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
+        "compiled, bf16, at the 3,700 steps `make run` reaches on this machine in its 9 minutes, two threads "
+        "a trial, one at a time. Bits per byte over the whole held-out split at the last step; a difference "
+        "is baseline minus candidate (positive: the candidate is better).",
+        "",
+        "| experiment | candidate | seeds | mean difference (bits/byte) | interval | decision | trial "
+        "seconds (baseline, candidate) |",
+        "|---|---|---:|---:|---:|---|---:|",
+    ]
+    by_key = {t["key"]: t for t in trials}
+    for row in sorted(summary(records), key=lambda r: (r["name"].startswith("full"), r["name"])):
+        changed = ", ".join(f"{k} {a} → {b}" for k, (a, b) in row["changed"].items())
+        figures = (
+            f"{row['mean']:+.4f} | [{row['lower']:+.4f}, {row['upper']:+.4f}]"
+            if row["mean"] is not None
+            else "|"
+        )
+        looks = [r for r in records if r["kind"] == "look" and r["experiment"] == row["name"]]
+        seconds = {"baseline": [], "candidate": []}
+        for result in looks[-1]["results"] if looks else []:
+            for arm in seconds:
+                seconds[arm].append(by_key[result["keys"][arm]]["seconds"])
+        cost = ", ".join(f"{statistics.median(v):.0f}" for v in seconds.values() if v)
+        md.append(f"| {row['name']} | {changed} | {row['n']} | {figures} | **{row['decision']}** | {cost} |")
+    return "\n".join(md)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screen", action="store_true", help="each piece alone, and all, on the small trial")
@@ -90,6 +138,9 @@ def main() -> int:
         screen_more()
     if args.full:
         full(args.steps, args.full)
+    from _results import write_section
+
+    write_section("modern", section(read_ledger(RECORDS)))
     return 0
 
 
