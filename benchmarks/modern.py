@@ -70,11 +70,17 @@ def screen_more() -> None:
     run_queues([lines[::2], lines[1::2]], "more", snapshot(), RECORDS)
 
 
-def full(steps: int, candidate: str) -> None:
-    # one experiment, its trials one after the other on both cores (two threads a trial), at most 4 seeds
-    rule = RULE.replace("--max-seeds 5", "--max-seeds 4")
-    experiment = line("full-modern", full_base(steps), candidate).replace(RULE, rule)
-    run_queues([[experiment]], "full", snapshot(), RECORDS, threads=2)
+# the pieces the screen kept, at the `cpu` preset's size: all of them together, and the untied head alone
+FULL = {
+    "full-modern": "--tied-head false --optimizer muon --muon-lr 1e-2",
+    "full-untied-head": "--tied-head false",
+}
+
+
+def full(steps: int) -> None:
+    "Each experiment of FULL in a queue of its own, one thread a trial, the two queues side by side."
+    queues = [[line(name, full_base(steps), flags)] for name, flags in FULL.items()]
+    run_queues(queues, "full", snapshot(), RECORDS)
 
 
 def section(records: list[dict]) -> str:
@@ -93,13 +99,14 @@ def section(records: list[dict]) -> str:
         f"{cpu['model']} family {ids.get('cpu family')} model {ids.get('model')} "
         f"({', '.join(cpu['features'])}), torch {trials[0]['machine']['torch']}; commits "
         f"{', '.join(sorted({c for _, c in sessions}))} (their gptlib). Command: `.venv/bin/python "
-        "benchmarks/modern.py --screen --screen-more`, then `--full FLAGS --steps 3700`. The rule, declared "
-        f"before the first trial: `{RULE}` (the full experiment: at most 4 seeds).",
+        "benchmarks/modern.py --screen --screen-more`, then `--full --steps 1300`. The rule, declared before "
+        f"the first trial: `{RULE}`.",
         "",
         "The screen: the lab's small trial (`" + BASE.split(" --shards")[0] + " --max-steps 400 "
         "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
-        "compiled, bf16, at the 3,700 steps `make run` reaches on this machine in its 9 minutes, two threads "
-        "a trial, one at a time. Bits per byte over the whole held-out split at the last step; a difference "
+        "compiled, bf16, 1,300 steps (as `benchmarks/positions.py`; `make run` reached 1,616 steps in its 9 "
+        "minutes on the Zen 4 of an earlier round, 3,700 on this Zen 5: these did not fit this session), one "
+        "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a difference "
         "is baseline minus candidate (positive: the candidate is better).",
         "",
         "| experiment | candidate | seeds | mean difference (bits/byte) | interval | decision | trial "
@@ -128,8 +135,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--screen", action="store_true", help="each piece alone, and all, on the small trial")
     parser.add_argument("--screen-more", action="store_true", help="Muon's rates, the pieces kept, together")
-    parser.add_argument("--full", metavar="FLAGS", help="these pieces against the cpu preset at --steps")
-    parser.add_argument("--steps", type=int, default=3700, help="the full trial's pinned steps")
+    parser.add_argument("--full", action="store_true", help="the pieces kept, at the cpu preset's size")
+    parser.add_argument("--steps", type=int, default=1300, help="the full trials' pinned steps")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.screen:
@@ -137,7 +144,7 @@ def main() -> int:
     if args.screen_more:
         screen_more()
     if args.full:
-        full(args.steps, args.full)
+        full(args.steps)
     from _results import write_section
 
     write_section("modern", section(read_ledger(RECORDS)))
