@@ -106,8 +106,8 @@ def section(records: list[dict]) -> str:
         "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
         "compiled, bf16, 1,300 steps (as `benchmarks/positions.py`; `make run` reached 1,616 steps in its 9 "
         "minutes on the Zen 4 of an earlier round, 3,700 on this Zen 5: these did not fit this session), one "
-        "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a difference "
-        "is baseline minus candidate (positive: the candidate is better).",
+        "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
+        "difference is baseline minus candidate (positive: the candidate is better).",
         "",
         "| experiment | candidate | seeds | mean difference (bits/byte) | interval | decision | trial "
         "seconds (baseline, candidate) |",
