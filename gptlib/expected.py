@@ -163,9 +163,19 @@ def check_bands(folder=None) -> str | None:
     return None
 
 
+# lesson 07's fields, added after bands were recorded: their defaults are what every earlier run did (lesson
+# 04's GPT, AdamW), so a band without them holds runs of their defaults. Any other field a band lacks keeps
+# it from judging a recipe that has the field: what an older run did there is not known
+SINCE_07 = ("norm", "qk_norm", "mlp", "tied_head", "optimizer", "muon_lr")
+
+
 def recipe_of(config: dict) -> dict:
-    "The fields of a run's config (a `TrainConfig.to_dict()`) that decide its curves: all but NOT_COMPARED."
-    return {k: v for k, v in config.items() if k not in NOT_COMPARED}
+    """The fields of a run's config (a `TrainConfig.to_dict()`) that decide its curves: all but NOT_COMPARED,
+    lesson 07's fields at their defaults where the config predates them."""
+    defaults = TrainConfig().to_dict()
+    return {
+        k: v for k, v in {**{f: defaults[f] for f in SINCE_07}, **config}.items() if k not in NOT_COMPARED
+    }
 
 
 def band_for(
@@ -182,7 +192,7 @@ def band_for(
     if not bands:
         return None, "no expected band: none is committed (gptlib/bands/)"
     # every field both ways: a band made before a field existed is not of a recipe that sets it
-    same_recipe = [b for b in bands if recipe_of(config) == b.config]
+    same_recipe = [b for b in bands if recipe_of(config) == recipe_of(b.config)]
     if not same_recipe:
         presets = ", ".join(sorted({f"`{b.preset}`" for b in bands})) or "no preset"
         return None, f"no expected band for this recipe: bands exist for {presets} as the presets define them"
