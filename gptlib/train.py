@@ -42,8 +42,7 @@ from .display import progress_bar
 from .errors import GptlibError
 from .loader import BatchLoader, eval_batches
 from .model import GPT
-from .modern import Muon, build_model, muon_groups
-from .optim import Precision, Throughput, choose_precision, make_adamw, peak_flops
+from .optim import Precision, Throughput, choose_precision, peak_flops
 from .overfitting import RISE_KEY, rising
 from .probe import Budget, Probe, chosen_config, measure, recorded, resumed_config, start_line
 from gptlib.run_folder import (  # the store: the run folder, its checkpoints, and resuming from them
@@ -61,7 +60,7 @@ from gptlib.run_folder import (  # the store: the run folder, its checkpoints, a
 )
 from .runtime import Distributed, StopRequest, setup_distributed, training_module
 from .tokenizer import Tokenizer
-from .train_config import TrainConfig  # the run's configuration and presets (hand-written)
+from .train_config import TrainConfig, make_model, make_optimizer  # hand-written: config, presets
 
 
 # %% ../notebooks/06_training.ipynb #training-022
@@ -193,20 +192,12 @@ def setup(
     else touches torch's random generator. `checksums=False` checks the shards' sizes only (the probe's
     copies: the run's own set-up verifies them)."""
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank and in every run of this config
-    # lesson 04's GPT, or with the modern pieces the config asks for (lesson 07); drawn on the CPU, then
-    # moved: the same weights on any device
-    model = build_model(cfg.model_config()).to(dist.device)
-    betas, device = (cfg.beta1, cfg.beta2), dist.device
+    model = make_model(cfg).to(dist.device)  # drawn on the CPU, then moved: the same on any device
+    device = dist.device
     # `auto` on a CPU keeps the faster of the probe's real steps (notebook 05)
     chosen = choose_precision(device, precision, step_seconds=probe.step_s if probe is not None else None)
-    if cfg.optimizer == "muon":  # lesson 07: the blocks' matrices orthogonalized (in the run's matmul dtype)
-        ratio, ns_dtype = (cfg.muon_lr or cfg.max_lr) / cfg.max_lr, chosen.autocast_dtype or torch.float32
-        groups = muon_groups(model, cfg.weight_decay, lr_ratio=ratio)
-        optimizer = Muon(groups, lr=cfg.max_lr, betas=betas, ns_dtype=ns_dtype)
-    else:  # decay on the weight matrices and embeddings only (notebook 05); the fused kernel where it works
-        optimizer, _ = make_adamw(
-            model, lr=cfg.max_lr, weight_decay=cfg.weight_decay, betas=betas, device=device
-        )
+    # decay on the weight matrices and embeddings only (notebook 05); or lesson 07's Muon
+    optimizer = make_optimizer(cfg, model, device, chosen.autocast_dtype)
     # only fp16 needs a loss scaler: bf16 and fp32 keep fp32's exponent range, so small gradients survive
     scaler = torch.amp.GradScaler(device.type, init_scale=cfg.init_scale, enabled=chosen.use_scaler)
     # this rank's share of the windows, in the order `seed` gives them; the shards' checksums verified now

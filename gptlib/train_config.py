@@ -12,12 +12,25 @@ configuration (the bands of `gptlib.expected`) does not import the loop. Noteboo
 
 from dataclasses import dataclass
 
-from .config import Config, ConfigError, opt
-from .model import GPT_PRESETS
-from .modern import ModernConfig
-from .optim import PRECISIONS, lr_at
+import torch
+from torch import nn
 
-__all__ = ["RunData", "Optimization", "Schedule", "Compute", "Bookkeeping", "TrainConfig", "TRAIN_PRESETS"]
+from .config import Config, ConfigError, opt
+from .model import GPT, GPT_PRESETS
+from .modern import ModernConfig, Muon, build_model, muon_groups
+from .optim import PRECISIONS, lr_at, make_adamw
+
+__all__ = [
+    "RunData",
+    "Optimization",
+    "Schedule",
+    "Compute",
+    "Bookkeeping",
+    "TrainConfig",
+    "TRAIN_PRESETS",
+    "make_model",
+    "make_optimizer",
+]
 
 
 @dataclass
@@ -257,3 +270,22 @@ TRAIN_PRESETS = {
     },
 }
 TrainConfig.PRESETS = TRAIN_PRESETS
+
+
+# what a config builds; here, not in the loop's lesson (06), because lesson 07's pieces come after it
+
+
+def make_model(cfg: TrainConfig) -> GPT:
+    "Lesson 04's GPT, or with lesson 07's pieces where the config asks (`gptlib.modern.build_model`)."
+    return build_model(cfg.model_config())
+
+
+def make_optimizer(cfg: TrainConfig, model: nn.Module, device, matmul_dtype=None) -> torch.optim.Optimizer:
+    """AdamW as lesson 05 builds it (decay on the matrices and embeddings, the fused kernel where it runs),
+    or lesson 07's Muon for the blocks' matrices, its Newton-Schulz iterations in `matmul_dtype` (the run's
+    autocast dtype; None: fp32), at `muon_lr` (0: max_lr) on the same schedule."""
+    betas = (cfg.beta1, cfg.beta2)
+    if cfg.optimizer == "muon":
+        groups = muon_groups(model, cfg.weight_decay, lr_ratio=(cfg.muon_lr or cfg.max_lr) / cfg.max_lr)
+        return Muon(groups, lr=cfg.max_lr, betas=betas, ns_dtype=matmul_dtype or torch.float32)
+    return make_adamw(model, lr=cfg.max_lr, weight_decay=cfg.weight_decay, betas=betas, device=device)[0]

@@ -8,14 +8,13 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
+from test_train import losses, tiny
 
 from gptlib.config import ConfigError
 from gptlib.model import GPT, GPTConfig
 from gptlib.modern import ModernConfig, ModernGPT, Muon, build_model, muon_groups, newton_schulz, rms_norm
 from gptlib.run_folder import load_trained
 from gptlib.train import train
-
-from test_train import losses, tiny
 
 MODERN = {"norm": "rmsnorm", "qk_norm": True, "mlp": "relu2", "tied_head": False, "bias": False}
 

@@ -20,8 +20,8 @@ The cell after an exercise checks it and says which version the rest of the note
 
 `load_pieces(notebook)` does the same without a kernel: it runs the exercise cells of a saved notebook (a
 lesson or the learner's workbook) on top of its gptlib module, checks each piece quietly and keeps the
-reference where a check does not pass. `collect(folder)` gathers every workbook's pieces for notebook 06,
-and `Pieces.table()` says whose each piece is.
+reference where a check does not pass. `collect(folder)` gathers the pieces of workbooks 01-06 for notebook
+06 (`YOUR_GPT_LESSONS`: 07 comes after 06's run), and `Pieces.table()` says whose each piece is.
 
 Where 06 finds them: on your machine, in the saved workbooks (`notebooks/workbooks/`). In Colab each
 workbook is a copy of its own, in a runtime of its own, so a workbook's setup cell calls `keep_pieces`: from
@@ -53,7 +53,9 @@ SOLUTION_REGION = re.compile(
     r"^[ \t]*### BEGIN SOLUTION[ \t]*$.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S
 )
 NOTEBOOKS = Path(__file__).resolve().parent.parent  # notebooks/: the lessons, and workbooks/ below them
-LESSONS = ("01_bpe", "02_data", "03_loader", "04_model", "05_optim", "06_training")
+LESSONS = ("01_bpe", "02_data", "03_loader", "04_model", "05_optim", "06_training", "07_modern")
+# the lessons whose pieces workbook 06 trains a GPT from: 06 and those before it (07 comes after the run)
+YOUR_GPT_LESSONS = LESSONS[: LESSONS.index("06_training") + 1]
 
 
 @dataclass
@@ -300,7 +302,7 @@ def load_pieces(
     return pieces
 
 
-def collect(folder=None, notebooks=LESSONS, kept_in: Path | None = None) -> Pieces:
+def collect(folder=None, notebooks=YOUR_GPT_LESSONS, kept_in: Path | None = None) -> Pieces:
     """The learner's pieces from the workbooks in `folder` (default: notebooks/workbooks/), in course order,
     each piece saved by its check in `kept_in` (default: `pieces_folder()`, None on your own machine) read
     from there instead of its workbook."""

@@ -5,7 +5,7 @@ Hand-written tooling of the course, not part of the installed package. In a scra
 
 1. untouched: it must run to its end on the references, every piece it teaches saying "not done yet";
 2. with every stub filled by its reference (`workbooks.build(..., solved=True)`): every piece must pass,
-   and 06, which trains from the pieces of all six workbooks, must find every one of them the learner's.
+   and 06, which trains from the pieces of workbooks 01-06, must find every one of them the learner's.
    As in Colab, where 06 never sees the other workbooks' edits: each piece that passes is kept in a scratch
    folder (`$GPTLIB_PIECES`, `course.pieces.keep_pieces`), and once a filled workbook has run its file is put
    back untouched, so that 06 finds the pieces of the workbooks run before it only where their checks kept
@@ -24,8 +24,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course.pieces import LESSONS, NOTEBOOKS, PIECES_ENV, _registry
+from course.pieces import LESSONS, NOTEBOOKS, PIECES_ENV, YOUR_GPT_LESSONS, _registry
 
+YOUR_GPT = "06_training"  # the workbook that trains a GPT from the pieces of 01-06
 ALL_YOURS = "pieces are yours"  # 06's table ends with "N of N pieces are yours" when every piece passed
 
 
@@ -68,8 +69,8 @@ def _expect(nb, stem: str, solved: bool) -> list[str]:
         said = f"{name}: passed" if solved else f"{name}: not done yet"
         if said not in text:
             problems.append(f"{stem} ({'filled' if solved else 'untouched'}) never printed {said!r}")
-    if solved and stem == LESSONS[-1]:
-        total = len(_registry())
+    if solved and stem == YOUR_GPT:
+        total = sum(piece.notebook in YOUR_GPT_LESSONS for piece in _registry().values())
         if f"{total} of {total} {ALL_YOURS}" not in text:
             problems.append(f"{stem} (filled) did not find all {total} pieces to be the learner's")
     return problems
@@ -86,7 +87,7 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
             scratch = _scratch(Path(tmp) / ("filled" if solved else "untouched"))
             workbooks = scratch / "workbooks"
             os.environ[PIECES_ENV] = str(scratch.parent / "pieces")  # where the kernels keep passing pieces
-            for stem in LESSONS:  # all six are written: 06 gathers the pieces of the earlier ones
+            for stem in LESSONS:  # all are written: 06 gathers the pieces of the earlier ones
                 nbformat.write(build(scratch / f"{stem}.ipynb", solved=solved), workbooks / f"{stem}.ipynb")
             for stem in stems:
                 nb = nbformat.read(workbooks / f"{stem}.ipynb", as_version=4)
@@ -105,7 +106,7 @@ def run_all(stems=LESSONS, timeout: int = 600) -> int:
                 state = "filled" if solved else "untouched"
                 seconds = time.perf_counter() - started
                 print(f"{stem} {state}: {'ok' if not found else 'PROBLEMS'} in {seconds:.0f} s")
-                if solved and stem == LESSONS[-1]:  # whose pieces trained the GPT: the log shows it
+                if solved and stem == YOUR_GPT:  # whose pieces trained the GPT: the log shows it
                     print(_yours_table(nb))
         os.environ.pop(PIECES_ENV)
     for problem in problems:

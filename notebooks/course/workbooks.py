@@ -47,6 +47,7 @@ from course.pieces import (  # noqa: E402
     SOLUTION_REGION,
     STUB,
     STUB_MESSAGE,
+    YOUR_GPT_LESSONS,
     is_exercise_cell,
 )
 
@@ -67,6 +68,15 @@ from course.pieces import keep_pieces
 # Drive and saves to MyDrive/gptlib/pieces (declined: this runtime's disk only); elsewhere 06 reads this
 # workbook, saved
 keep_pieces("{stem}")"""
+# a lesson after 06's run (07): its pieces build the models it trains itself, and nothing keeps them
+SETUP_AFTER_06 = """import sys
+
+sys.path.insert(0, "..")  # notebooks/: `course`, the checks of the exercises"""
+
+
+def _after_your_gpt(stem: str) -> bool:
+    "Whether the lesson `stem` comes after 06, whose run is made of the pieces of 01-06 (07 does)."
+    return stem in LESSONS and stem not in YOUR_GPT_LESSONS
 
 
 def _header(stem: str, solved: bool) -> str:
@@ -76,11 +86,17 @@ def _header(stem: str, solved: bool) -> str:
         "start here. The code cells that say `# YOUR CODE HERE` are yours: write the piece, then run the",
         "cell after it, which checks it, names a mistake if it finds one, and says which version the rest",
         "of the notebook runs (yours once it passes). Before you run anything, the outputs are the",
-        "lesson's, from a full-size run, except on the exercises and their checks: what to expect. Workbook",
-        "06 trains a GPT from the pieces that pass: on your machine it reads them from the saved workbooks;",
-        "in Colab the setup cell below keeps them in your Google Drive. Change anything you like: `make",
-        "workbooks` never replaces a workbook you have edited (unless `FORCE=1`). The lesson holds every",
-        "reference answer; look there when you are stuck, not before.",
+        "lesson's, from a full-size run, except on the exercises and their checks: what to expect.",
+        *(
+            (
+                "Workbook 06 trains a GPT from the pieces that pass: on your machine it reads them from the",
+                "saved workbooks; in Colab the setup cell below keeps them in your Google Drive.",
+            )
+            if not _after_your_gpt(stem)
+            else ("This workbook comes after 06's run: the models it trains are built from your pieces.",)
+        ),
+        "Change anything you like: `make workbooks` never replaces a workbook you have edited (unless",
+        "`FORCE=1`). The lesson holds every reference answer; look there when you are stuck, not before.",
     )
     badge = colab.badge(colab.WORKBOOKS / f"{stem}.ipynb")  # the workbook opens in Colab as itself
     return f"# Workbook {stem} ({kind})\n\n{badge}\n\n" + " ".join(text)
@@ -155,7 +171,8 @@ def build(lesson: Path, *, solved: bool = False) -> nbformat.NotebookNode:
             cell.source = NBVAL_MARKER.sub("", DIRECTIVE.sub("", cell.source)).strip("\n")
     nb.cells = [c for c in nb.cells if c.source.strip()]  # `#| default_exp` cells become empty
     header = nbformat.v4.new_markdown_cell(_header(lesson.stem, solved), id="workbook-header")
-    setup = nbformat.v4.new_code_cell(SETUP.format(stem=lesson.stem), id="workbook-setup")
+    setup_source = SETUP_AFTER_06 if _after_your_gpt(lesson.stem) else SETUP.format(stem=lesson.stem)
+    setup = nbformat.v4.new_code_cell(setup_source, id="workbook-setup")
     ids = [c.get("id") for c in nb.cells]
     at = ids.index(colab.CELL_ID) + 1 if colab.CELL_ID in ids else 0  # after the install: `course` imports
     nb.cells = [header, *nb.cells[:at], setup, *nb.cells[at:]]

@@ -1,4 +1,4 @@
-"""Your GPT: one run made of the pieces you wrote in the six workbooks, wherever they pass their checks.
+"""Your GPT: one run made of the pieces you wrote in workbooks 01-06, wherever they pass their checks.
 
 Hand-written tooling of the course, not part of the installed package. Notebook 06 ends with this run. It
 takes the pieces `course.collect()` gathered, from the workbooks in `notebooks/workbooks/` or from where their
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.checks.data import _rebound
-from course.pieces import LESSONS, NOTEBOOKS, Pieces, _registry, load_pieces
+from course.pieces import NOTEBOOKS, YOUR_GPT_LESSONS, Pieces, _registry, load_pieces
 
 PROMPT = "Romeo.\n"  # what `make run` samples after (gptlib.pipeline.PROMPT): a speaker heading
 
@@ -53,8 +53,9 @@ class YourRun:
 
 
 def yours_line(pieces: Pieces) -> str:
-    "'N of M pieces are yours': the line `make check-workbooks` looks for in workbook 06's output."
-    total = len(_registry())
+    """'N of M pieces are yours': the line `make check-workbooks` looks for in workbook 06's output; M counts
+    the pieces of the lessons the run is made of (01-06)."""
+    total = sum(piece.notebook in YOUR_GPT_LESSONS for piece in _registry().values())
     yours = sum(outcome.passed for outcome in pieces.outcomes)
     return f"{yours} of {total} pieces are yours"
 
@@ -63,7 +64,7 @@ def _namespaces(pieces: Pieces) -> dict[str, dict]:
     """Each lesson's names (its gptlib module's, with the pieces in place) as `collect` left them; a lesson
     whose workbook is missing gives its own reference pieces."""
     names = dict(pieces.namespaces)
-    for stem in LESSONS:
+    for stem in YOUR_GPT_LESSONS:
         if stem not in names:
             names[stem] = load_pieces(NOTEBOOKS / f"{stem}.ipynb", checks=False).namespaces[stem]
     return names

@@ -7,4 +7,4 @@ mistake and the idea to revisit. tests/test_course_*.py prove that each accepts 
 rejects plausible wrong answers.
 """
 
-from course.checks import bpe, data, loader, model, optim, training  # noqa: F401  (each registers its pieces)
+from course.checks import bpe, data, loader, model, modern, optim, training  # noqa: F401  (each registers its pieces)
