@@ -64,7 +64,7 @@ class ModernConfig(GPTConfig):
 # %% ../notebooks/07_modern.ipynb #modern-rms-exercise
 def rms_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x (..., C) divided by its root mean square over the last dimension (Zhang & Sennrich 2019), with no
-    learned gain: every vector leaves with an RMS of 1, whatever its size was."""
+    learned gain: every vector leaves with an RMS of 1 (up to eps), whatever its size was."""
     return x * torch.rsqrt(x.float().pow(2).mean(dim=-1, keepdim=True) + eps).to(x.dtype)
 
 
@@ -149,11 +149,11 @@ def newton_schulz(g: torch.Tensor, steps: int = 5, eps: float = 1e-7, dtype=torc
     coefficients make the small singular values grow fastest). Computed in `dtype`: bf16 is enough for a
     direction, and 2-3x faster where matrix units run it."""
     a, b, c = 3.4445, -4.7750, 2.0315
-    x = g.to(dtype)
+    x = g.float()
     tall = x.size(0) > x.size(1)
     if tall:  # iterate on the wide orientation: X X^T is then the smaller square
         x = x.T
-    x = x / (x.norm() + eps)  # singular values <= 1: the iteration converges from there
+    x = (x / (x.norm() + eps)).to(dtype)  # singular values <= 1; scaled first: fp16 keeps a small g
     for _ in range(steps):
         s = x @ x.T  # (m, m)
         x = a * x + (b * s + c * s @ s) @ x
@@ -165,7 +165,7 @@ class Muon(torch.optim.Optimizer):
     """Muon (Jordan et al. 2024) for the parameter groups marked `muon=True`, AdamW for the others, in one
     optimizer (one step, one state dict, one learning rate schedule). A Muon matrix moves by its Nesterov
     momentum orthogonalized (`newton_schulz`), scaled by 0.2 sqrt(max(m, n)) so that its RMS matches AdamW's
-    typical update (Liu et al. 2025, Moonlight): the same learning rate and weight decay serve both."""
+    typical update (Liu et al. 2025, Moonlight); `lr_ratio` gives the matrices a rate of their own."""
 
     def __init__(
         self,
@@ -211,7 +211,7 @@ class Muon(torch.optim.Optimizer):
             state["momentum"] = torch.zeros_like(p)
         buf, mu = state["momentum"], group["momentum"]
         buf.lerp_(p.grad, 1 - mu)  # a running mean of the gradients
-        # Nesterov's momentum (the gradient a step further along the mean), orthogonalized
+        # Nesterov's look-ahead (the mean updated once more with the gradient), orthogonalized
         update = newton_schulz(p.grad.lerp(buf, mu), group["ns_steps"], dtype=self.ns_dtype)
         p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))
 
@@ -237,12 +237,11 @@ def muon_groups(model: nn.Module, weight_decay: float, lr_ratio: float = 1.0) ->
     vectors (gains, biases) for AdamW without decay. Embeddings and the head are not hidden linear maps:
     Muon's orthogonal update does not suit a lookup table or the read-out (Jordan et al. 2024). The Muon
     group's learning rate is the schedule's times `lr_ratio`."""
+    blocks = {id(p) for p in model.blocks.parameters()}  # the model itself: a wrapper has no `blocks`
     muon, decay, no_decay = [], [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if p.requires_grad:
-            (
-                muon if p.ndim >= 2 and name.startswith("blocks.") else decay if p.ndim >= 2 else no_decay
-            ).append(p)
+            (muon if p.ndim >= 2 and id(p) in blocks else decay if p.ndim >= 2 else no_decay).append(p)
     return [
         {"params": muon, "weight_decay": weight_decay, "muon": True, "lr_ratio": lr_ratio, "name": "muon"},
         {"params": decay, "weight_decay": weight_decay, "name": "decay"},

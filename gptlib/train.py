@@ -100,7 +100,7 @@ def train_step(
     `model` is what computes the loss: the model itself, or the model compiled and/or wrapped for DDP (their
     parameters are the model's, in the same order). Returns the mean loss, the gradient norm before clipping,
     the loss scale used and whether the scaler skipped the step."""
-    for group in optimizer.param_groups:  # the groups differ in weight decay, not in learning rate
+    for group in optimizer.param_groups:  # every group at the schedule's rate (Muon's: times its ratio)
         group["lr"] = lr
     loss_sum = torch.zeros((), device=next(model.parameters()).device)  # summed there: no host sync per step
     for micro in range(grad_accum):

@@ -56,7 +56,9 @@ class Optimization(Config):
     grad_accum: int = opt(4, "micro-batches per optimizer step (per process)", low=1)
     max_lr: float = opt(6e-4, "the learning rate at the end of warmup", positive=True)
     min_lr: float = opt(6e-5, "the learning rate at the end of the cosine decay", positive=True)
-    weight_decay: float = opt(0.1, "AdamW weight decay of the weight matrices and embeddings", low=0.0)
+    weight_decay: float = opt(
+        0.1, "decoupled weight decay of the weight matrices and embeddings (times each group's rate)", low=0.0
+    )
     beta1: float = opt(0.9, "AdamW's decay of the gradient's running mean", low=0.0, below=1.0)
     beta2: float = opt(0.95, "AdamW's decay of the squared gradient's running mean", low=0.0, below=1.0)
     # lesson 07: Muon moves the blocks' weight matrices by their orthogonalized momentum (gptlib.modern.Muon)
@@ -180,6 +182,11 @@ class TrainConfig(Bookkeeping, Compute, Schedule, Optimization, RunData, ModernC
         # a cosine "down" to a larger min_lr would raise the learning rate as training ends
         if self.min_lr > self.max_lr:
             raise ConfigError(f"need min_lr <= max_lr, got min_lr={self.min_lr}, max_lr={self.max_lr}")
+        # a rate nothing uses would still change the recipe (its band, a lab trial's key)
+        if self.muon_lr and self.optimizer != "muon":
+            raise ConfigError(
+                f"muon_lr={self.muon_lr} is the rate of Muon's matrices: it needs optimizer=muon"
+            )
 
     def model_config(self) -> ModernConfig:
         "The model's part of this config: its `ModernConfig` fields (`GPTConfig`'s and the modern pieces')."

@@ -184,7 +184,7 @@ def classic_momentum(self, p, group, lr):
 @pytest.mark.parametrize(
     "wrong, hint",
     [
-        (muon_with(without_nesterov), "leaves out Nesterov's step"),
+        (muon_with(without_nesterov), "leaves out Nesterov's look-ahead"),
         (muon_with(unscaled), "the update is not scaled"),
         (muon_with(with_the_groups_rate), "use the `lr` _muon is given"),
     ],

@@ -112,7 +112,7 @@ def test_muons_adamw_groups_step_as_torchs_adamw():
 
 
 def test_a_modern_run_with_muon_resumes_bit_for_bit_and_samples(small_data, tmp_path):
-    cfg = tiny(small_data, tmp_path / "a", optimizer="muon", **MODERN)
+    cfg = tiny(small_data, tmp_path / "a", optimizer="muon", muon_lr=1e-2, **MODERN)  # Muon at its own rate
     full = train(cfg, log=None, progress=False)
     resumed = replace(cfg, out=str(tmp_path / "b"))
     train(resumed, until_step=7, log=None, progress=False)
@@ -122,3 +122,29 @@ def test_a_modern_run_with_muon_resumes_bit_for_bit_and_samples(small_data, tmp_
     a, b = (load_trained(tmp_path / run, "latest")[0] for run in ("a", "b"))
     assert isinstance(a, ModernGPT)
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_muon_lr_needs_muon():
+    "A Muon rate with AdamW would change the recipe (its band, a lab trial's key) and do nothing."
+    from gptlib.train_config import TrainConfig
+
+    with pytest.raises(ConfigError, match="needs optimizer=muon"):
+        TrainConfig.preset("tiny", muon_lr=1e-2)
+
+
+def test_muon_groups_are_the_blocks_matrices_also_through_torch_compile():
+    model = build_model(modern_config())
+    raw = muon_groups(model, 0.1)
+    compiled = muon_groups(torch.compile(model), 0.1)  # its parameter names gain a prefix; its blocks do not
+    assert len(raw[0]["params"]) == 4 * model.config.n_layer
+    assert [[id(p) for p in g["params"]] for g in raw] == [[id(p) for p in g["params"]] for g in compiled]
+
+
+def test_newton_schulz_in_fp16_keeps_a_small_gradients_direction():
+    "Scaled to norm 1 before the cast: a gradient of norm 1e-5 would otherwise lose most entries to fp16."
+    torch.manual_seed(0)
+    g = torch.randn(64, 256)
+    g = g / g.norm() * 1e-5
+    exact = newton_schulz(g)
+    half = newton_schulz(g, dtype=torch.float16).float()
+    assert F.cosine_similarity(half.flatten(), exact.flatten(), dim=0) > 0.99

@@ -175,12 +175,13 @@ def check_memory(config: GPTConfig, *, training: bool, device: torch.device | No
     if available is None:
         return
     counts, per_parameter = param_counts(config), 16 if training else 4
-    embedding = counts["token embedding (= LM head)"]
+    tied = counts["token embedding (= LM head)"]
+    embedding = tied * (1 if getattr(config, "tied_head", True) else 2)  # lesson 07: a head of its own
     asks = {  # the flags, as the error would name them -> the bytes they ask for
         f"--vocab-size {config.vocab_size:,d}": per_parameter * embedding,
         f"--context {config.context:,d}": (4 + 8) * config.context * config.n_embd,
         f"--n-layer {config.n_layer:,d} with --n-embd {config.n_embd:,d}": per_parameter
-        * (sum(counts.values()) - embedding),
+        * (sum(counts.values()) - tied),
     }
     needed = sum(asks.values())
     if needed > available:

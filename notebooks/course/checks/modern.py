@@ -360,8 +360,8 @@ def check_muon(cls) -> str:
     )
     if not _close(got, want, tol=1e-5):
         hints = {
-            "the update leaves out Nesterov's step: orthogonalize p.grad.lerp(buf, momentum), the gradient "
-            "moved a step further along the mean, not the mean buf itself": _plain_momentum,
+            "the update leaves out Nesterov's look-ahead: orthogonalize p.grad.lerp(buf, momentum), the mean "
+            "updated once more with the same gradient, not the mean buf itself": _plain_momentum,
             "no momentum: the gradient is orthogonalized alone; keep a running mean in self.state[p] "
             "(buf.lerp_(p.grad, 1 - momentum)) and use Nesterov's p.grad.lerp(buf, momentum)": _no_momentum,
             "the update is not scaled: an orthogonal matrix has an RMS of about 1/sqrt(max(m, n)); multiply "
