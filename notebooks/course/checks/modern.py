@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from course.checks.model import _close, _config, _dropout_check, _expect, _first_mismatch, _pair, _shape
+from course.checks.optim import _calling
 from course.pieces import exercise
 from gptlib import modern as gm
 from gptlib.model import KVCache
@@ -40,16 +41,6 @@ LESSON = "07_modern"
 
 def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _calling(what: str, fn, *args, **kwargs):
-    "`fn(*args, **kwargs)`, an error turned into a hint (a stub's NotImplementedError passes through)."
-    try:
-        return fn(*args, **kwargs)
-    except (AssertionError, NotImplementedError):
-        raise
-    except Exception as e:  # the learner's code crashed: say where, keep the message
-        raise AssertionError(f"{what} raised {type(e).__name__}: {e}") from None
 
 
 # --- rms_norm ----------------------------------------------------------------------------------------------
