@@ -649,6 +649,8 @@ def restore_state(training, dist, path: Path, meta: dict) -> None:
         training.scaler.load_state_dict(state["scaler"])  # fp16's scale, and the steps since it last grew
         set_rng_state(mine["rng"])  # dropout goes on with the numbers the saved run would have drawn
         training.loader.load_state_dict(mine["loader"])  # the batch after the last one the saved run read
+    except CheckpointError:  # found wrong above, and said why
+        raise
     # not the state of a run at all, or of other parameter groups (torch's ValueError)
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"{path / 'state.pt'} is not the state of a run like this one ({e!r})") from e
