@@ -541,6 +541,9 @@ def test_a_tokenizer_folder_a_killed_train_left_reads_as_unfinished(tmp_path, ca
 # imported (the command line's first seconds), or as the process shuts down after the command ended.
 _SIGINT_AT = """
 import atexit, importlib.abc, os, runpy, signal, sys
+# Ctrl-C raises KeyboardInterrupt as in a terminal: a shell that started pytest in the background leaves
+# SIGINT ignored in every child (as test_faults_tokenizer's _ctrl_c says)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 if {when!r} == "import":
     class Interrupt(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
