@@ -25,14 +25,14 @@ import torch
 from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
 from gptlib.expected import cpu_kind
-from gptlib.model import GPT, sample_text
+from gptlib.model import sample_text
 from gptlib.optim import choose_precision, make_adamw
 from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
 from gptlib.probe import TIMED_STEPS, WARMUP_STEPS, Probe, steps_within
 from gptlib.quality import TrainingText, sample_quality
 from gptlib.run_folder import load_trained
 from gptlib.train import train
-from gptlib.train_config import TrainConfig
+from gptlib.train_config import TrainConfig, make_model
 
 VAL_FRACTION = 0.05  # as `make run`: Cymbeline and Julius Caesar held out
 SAMPLE_SEEDS = (0, 1, 2)
@@ -77,7 +77,7 @@ def corpus_data(vocab_size: int) -> tuple[Path, Path]:
 def _step_function(cfg: TrainConfig, precision: str):
     "A closure running one training step of `cfg`'s shape on random tokens (compiled when `cfg.compile`)."
     torch.manual_seed(0)
-    model = GPT(cfg.model_config())
+    model = make_model(cfg)
     optimizer, _ = make_adamw(model, lr=1e-3, weight_decay=cfg.weight_decay)
     chosen = choose_precision("cpu", precision)
     forward = torch.compile(model) if cfg.compile else model

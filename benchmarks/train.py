@@ -61,7 +61,6 @@ from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import open_split  # noqa: E402
 from gptlib.expected import BANDS, cpu_kind, load_bands, make_band, recipe_of, save_bands  # noqa: E402
 from gptlib.loader import eval_batches  # noqa: E402
-from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw  # noqa: E402
 from gptlib.pipeline import PROMPT, SAMPLING, run_pipeline  # noqa: E402
 from gptlib.probe import Budget, Probe, measure, steps_within  # noqa: E402
@@ -70,7 +69,7 @@ from gptlib.run_folder import RunFolder, open_tokenizer, read_metrics, run_input
 from gptlib.runtime import compile_or_fallback, setup_distributed  # noqa: E402
 from gptlib.tokenizer import Tokenizer  # noqa: E402
 from gptlib.train import eager_copies, evaluate  # noqa: E402
-from gptlib.train_config import TrainConfig  # noqa: E402
+from gptlib.train_config import TrainConfig, make_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).with_name("train_runs.jsonl")
@@ -230,10 +229,13 @@ def _pipeline_run_here(seed: int, budget_min: float, work: Path, fields: dict) -
 
 
 def seed_runs(records: list[dict], kind: dict) -> list[dict]:
-    """The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest), under the budget and
-    the recipe of the latest of them: a band of one budget's and one recipe's runs only, whatever was tried
-    before (the `cpu` preset changes; its older runs stay recorded)."""
+    """The runs of `make run`'s recipe recorded on CPU `kind`, one per seed (the latest), under the budget of
+    the latest of them and the recipe of the `cpu` preset as it is now (where this kind has runs of it; else
+    the latest run's): a band of one budget's and one recipe's runs only, whatever was tried before or after
+    (the `cpu` preset changes, and a recipe may be tried and given up; every run stays recorded)."""
     mine = [r for r in records if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind]
+    now = recipe_of(TrainConfig.preset("cpu").to_dict())
+    mine = [r for r in mine if recipe_of(r["config"]) == now] or mine
     if not mine:
         return []
     budget, recipe = mine[-1]["budget_min"], recipe_of(mine[-1]["config"])
@@ -262,10 +264,24 @@ def earlier_recipes(records: list[dict], kind: dict, runs: list[dict]) -> list[s
     for r in records:
         if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind and recipe_of(r["config"]) != current:
             others.setdefault(json.dumps(recipe_of(r["config"]), sort_keys=True), {})[r["seed"]] = r
-    lines = []
+    lines, now = [], {r["seed"]: r for r in runs}
     for seeds in others.values():
         latest = [seeds[s] for s in sorted(seeds)]
         figures = ", ".join(f"{r['seed']}: {r['val_bpb']:.3f} ({r['budget_min']:g} min)" for r in latest)
+        # seed by seed against the runs of today's recipe under the same budget on the same day (one session's
+        # machine: a CPU kind spans models, Zen 4 and Zen 5 among them): the same order of batches
+        paired = [
+            r["val_bpb"] - now[r["seed"]]["val_bpb"]
+            for r in latest
+            if r["seed"] in now
+            and (r["budget_min"], r["when"][:10])
+            == (now[r["seed"]]["budget_min"], now[r["seed"]]["when"][:10])
+        ]
+        if len(paired) > 1:
+            figures += (
+                f"; seed by seed {', '.join(f'{d:+.3f}' for d in paired)} against today's recipe, mean "
+                f"{statistics.mean(paired):+.3f} bits/byte (positive: today's is better)"
+            )
         lines.append(f"- {'; '.join(changes_since(latest[-1]['config']))}: {figures}")
     return lines
 
@@ -292,9 +308,10 @@ def write_band(records: list[dict]) -> None:
         source="benchmarks/RESULTS.md, section Training",
         kind=kind,
     )
-    # the other kinds' bands stay if they are of this recipe: one of an older preset would judge nothing
+    # the other kinds' bands stay if they are of this recipe: one of an older preset would judge nothing (by
+    # recipe: a band made before a field existed lacks it, and its default is what ran)
     others = [b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu != kind]
-    kept = [b for b in others if b.config == band.config]
+    kept = [b for b in others if recipe_of(b.config) == recipe_of(band.config)]
     save_bands(kept + [band], BAND_FILE)
     print(f"wrote {BAND_FILE}: {name}, seeds {[r['seed'] for r in runs]}")
     for b in others:
@@ -364,7 +381,7 @@ def compile_within_budget(budget_min: float, precision: str) -> dict:
 
     def preset_step(compiled: bool):
         torch.manual_seed(0)
-        model = GPT(cfg.model_config())
+        model = make_model(cfg)
         optimizer, _ = make_adamw(model, lr=1e-3)
         forward, note = compile_or_fallback(model, (x, x), chosen) if compiled else (model, "eager")
 
@@ -628,7 +645,7 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
     ]
     for r in candidates:
         start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
-        params = GPT(TrainConfig.from_dict(r["config"]).model_config()).num_params(non_embedding=False)
+        params = make_model(TrainConfig.from_dict(r["config"])).num_params(non_embedding=False)
         speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
         md.append(
             f"| {r['name']} | {r.get('why') or r.get('note', '')} | {params / 1e6:.2f} M | "
