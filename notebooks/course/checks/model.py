@@ -523,44 +523,51 @@ def check_rotate(rotate) -> str:
 # --- the block ---------------------------------------------------------------------------------------------
 
 
-@exercise(LESSON, reference="gptlib.model:MLP", name="MLP", minutes=5)
-def check_mlp(cls) -> str:
-    "`MLP.forward`: dropout(proj(gelu(fc(x)))) against gptlib's module with the same weights."
-    mine, reference = _pair(cls, gm.MLP, _config())
+def mlp_check(cls, reference_cls, mistakes, formula: str, name: str, call=None) -> str:
+    """An MLP's `forward` against `reference_cls`'s with the same weights (lesson 04's MLP, lesson 07's ReLU²
+    one): the shape, then the first of `mistakes(reference, h)` (a dict of hint -> the wrong answer computed
+    from h = fc(x)) that the learner's output equals, else the largest difference and `formula`; then dropout
+    in training. `call(module, x)` runs the learner's forward (default: module(x))."""
+    mine, reference = _pair(cls, reference_cls, _config())
     x = _randn(2, 5, 16) * 2
     with torch.no_grad():
-        got, want = mine(x), reference(x)
+        got, want = (call or (lambda module, t: module(t)))(mine, x), reference(x)
         _expect(
             isinstance(got, torch.Tensor) and got.shape == x.shape,
             f"forward gave shape {_shape(got)}: (B, T, C) in, (B, T, C) out (fc to 4C, proj back to C)",
         )
         if not _close(got, want):
-            h = reference.fc(x)  # (B, T, 4C)
-            _first_mismatch(
-                {
-                    "ReLU in place of GELU: F.gelu between fc and proj": reference.proj(F.relu(h)),
-                    "the tanh approximation of GELU: use the exact one, F.gelu(x)": (
-                        reference.proj(F.gelu(h, approximate="tanh"))
-                    ),
-                    "no nonlinearity: two linear maps in a row are one; F.gelu between fc and proj": (
-                        reference.proj(h)
-                    ),
-                    "GELU comes after proj: it goes between fc and proj": F.gelu(reference.proj(h)),
-                },
-                got,
-            )
+            _first_mismatch(mistakes(reference, reference.fc(x)), got)  # h: (B, T, 4C)
             raise AssertionError(
-                f"forward differs from gptlib's by up to {(got - want).abs().max().item():.3g}: "
-                "dropout(proj(gelu(fc(x))))"
+                f"forward differs from gptlib's by up to {(got - want).abs().max().item():.3g}: {formula}"
             )
     _dropout_check(
         cls,
-        gm.MLP,
+        reference_cls,
         _config(dropout=0.5),
         (x,),
         "the output is not dropped out in training: the last step is self.dropout(...)",
     )
-    return "equal to gptlib's MLP on the same weights, dropout included"
+    return f"equal to gptlib's {name} on the same weights, dropout included"
+
+
+@exercise(LESSON, reference="gptlib.model:MLP", name="MLP", minutes=5)
+def check_mlp(cls) -> str:
+    "`MLP.forward`: dropout(proj(gelu(fc(x)))) against gptlib's module with the same weights."
+
+    def mistakes(reference, h):
+        return {
+            "ReLU in place of GELU: F.gelu between fc and proj": reference.proj(F.relu(h)),
+            "the tanh approximation of GELU: use the exact one, F.gelu(x)": (
+                reference.proj(F.gelu(h, approximate="tanh"))
+            ),
+            "no nonlinearity: two linear maps in a row are one; F.gelu between fc and proj": reference.proj(
+                h
+            ),
+            "GELU comes after proj: it goes between fc and proj": F.gelu(reference.proj(h)),
+        }
+
+    return mlp_check(cls, gm.MLP, mistakes, "dropout(proj(gelu(fc(x))))", "MLP")
 
 
 @exercise(LESSON, reference="gptlib.model:Block", name="Block", minutes=10)

@@ -30,17 +30,13 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.checks.model import _close, _config, _dropout_check, _expect, _first_mismatch, _pair, _shape
+from course.checks.model import _close, _config, _expect, _first_mismatch, _pair, _randn, _shape, mlp_check
 from course.checks.optim import _calling
 from course.pieces import exercise
 from gptlib import modern as gm
 from gptlib.model import KVCache
 
 LESSON = "07_modern"
-
-
-def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 # --- rms_norm ----------------------------------------------------------------------------------------------
@@ -99,42 +95,20 @@ def rms_norm(fn) -> str:
 @exercise(LESSON, reference="gptlib.modern:ReLU2MLP", name="ReLU2MLP", minutes=5)
 def check_relu2_mlp(cls) -> str:
     "`ReLU2MLP.forward`: dropout(proj(relu(fc(x))²)) against gptlib's module with the same weights."
-    mine, reference = _pair(cls, gm.ReLU2MLP, _config())
-    x = _randn(2, 5, 16) * 2
-    with torch.no_grad():
-        got, want = _calling("forward", mine, x), reference(x)
-        _expect(
-            isinstance(got, torch.Tensor) and got.shape == x.shape,
-            f"forward gave shape {_shape(got)}: (B, T, C) in, (B, T, C) out (fc to 4C, proj back to C)",
-        )
-        if not _close(got, want):
-            h = reference.fc(x)  # (B, T, 4C)
-            _first_mismatch(
-                {
-                    "ReLU without the square: F.relu(h).square()": reference.proj(F.relu(h)),
-                    "the square without the ReLU: negative values come back positive; F.relu(h).square()": (
-                        reference.proj(h.square())
-                    ),
-                    "GELU squared: the activation is the ReLU squared": reference.proj(F.gelu(h).square()),
-                    "lesson 04's GELU: the activation is the ReLU squared": reference.proj(F.gelu(h)),
-                    "the square comes after proj: it goes between fc and proj": (
-                        reference.proj(F.relu(h)).square()
-                    ),
-                },
-                got,
-            )
-            raise AssertionError(
-                f"forward differs from gptlib's by up to {(got - want).abs().max().item():.3g}: "
-                "dropout(proj(relu(fc(x))²))"
-            )
-    _dropout_check(
-        cls,
-        gm.ReLU2MLP,
-        _config(dropout=0.5),
-        (x,),
-        "the output is not dropped out in training: the last step is self.dropout(...)",
-    )
-    return "equal to gptlib's ReLU² MLP on the same weights, dropout included"
+
+    def mistakes(reference, h):
+        return {
+            "ReLU without the square: F.relu(h).square()": reference.proj(F.relu(h)),
+            "the square without the ReLU: negative values come back positive; F.relu(h).square()": (
+                reference.proj(h.square())
+            ),
+            "GELU squared: the activation is the ReLU squared": reference.proj(F.gelu(h).square()),
+            "lesson 04's GELU: the activation is the ReLU squared": reference.proj(F.gelu(h)),
+            "the square comes after proj: it goes between fc and proj": reference.proj(F.relu(h)).square(),
+        }
+
+    formula, forward = "dropout(proj(relu(fc(x))²))", lambda module, x: _calling("forward", module, x)
+    return mlp_check(cls, gm.ReLU2MLP, mistakes, formula, "ReLU² MLP", call=forward)
 
 
 # --- QKNormAttention ---------------------------------------------------------------------------------------
