@@ -157,9 +157,18 @@ each, the helper's notebook runs and tests sharing the cores): 1,291 steps to **
 1,273 steps to **1.9076** (0.039 better, 2.0 %); the untied step took 441 ms against 445 ms. Why it pays
 here: at 4,096 ids and width 256 the tied matrix is a quarter of the model (1.05 M of 4.2 M parameters);
 untying gives the output side a matrix of its own, 25 % more parameters, for almost no compute (the head's
-product is the same and the embedding is a lookup). The preset is not changed yet: the `cpu` preset's band
-(Intel Xeon) and lesson 06's stored run are of the tied head, and a new preset needs its band and 06 re-run
-on it."""
+product is the same and the embedding is a lookup).
+
+At `make run`'s own length the gain was gone: `make run` itself (`benchmarks/train.py`, 9 minutes, both
+cores, a fresh data folder and compile cache each), three seeds with the head untied and three tied, one at
+a time on the same machine the same morning: 1.833, 1.845, 1.838 untied against 1.837, 1.841, 1.830 tied
+(3,319-3,690 steps against 3,447-3,812), seed by seed -0.004, +0.003, +0.008, the tied head better by 0.003
+on average, within the seeds' spread of 0.011. Both threads ran 3,300-3,800 steps here, three times the
+experiment's 1,300, about five passes over the training plays: by then lesson 06's gap between the training
+and the held-out loss is what limits the model, and a million parameters more add to what it can memorise as
+much as to what it can predict. The `cpu` preset keeps GPT-2's tied head, and its band of this kind is made
+of the three tied seeds (section Training). On a slower CPU, where `make run` stops nearer 1,300 steps (the
+Zen 4 of an earlier round reached 1,616), the untied head would be expected to pay: worth measuring there."""
 
 
 def main() -> int:
