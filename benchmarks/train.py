@@ -3,7 +3,8 @@ torch.compile inside the budget, the `cpu` preset against nanoGPT's character re
 recipe candidates run as `make run` runs the preset.
 
     .venv/bin/python benchmarks/train.py [--probe] [--make-run] [--band-seeds 1338 1339] [--bands]
-                                         [--peer] [--compile] [--candidate NAME ...] [--budget-min 9]
+                                         [--peer] [--compile] [--candidate NAME ...]
+                                         [--candidate-seeds 1337 ...] [--budget-min 9]
 
 Run it on a quiet machine (load average under 0.5) with every thread of the machine (OMP_NUM_THREADS unset:
 torch then uses all cores, as `make run` does). Each part appends its records to benchmarks/train_runs.jsonl
@@ -23,9 +24,10 @@ every record there, one table set per CPU kind (with no flag, only the section i
 4. `--compile`: the `cpu` preset's step and the peer's iteration, eager and compiled from an empty compile
    cache (in a process of their own), the compile's time, and the steps each fits in the budget
    (`gptlib.probe.steps_within`): does torch.compile pay for itself within B minutes?
-5. `--candidate NAME ...`: `make run`'s pipeline, seed 1337, with the fields of a candidate of
-   `benchmarks/recipe.py`'s `MAKE_RUN_CANDIDATES` over the `cpu` preset (recorded as `candidate-make-run`;
-   tabled beside the band's seeds of the same budget, which are the yardstick).
+5. `--candidate NAME ...`: `make run`'s pipeline with the fields of a candidate of `benchmarks/recipe.py`'s
+   `MAKE_RUN_CANDIDATES` over the `cpu` preset, for each seed of `--candidate-seeds` (default 1337; recorded
+   as `candidate-make-run`; tabled beside the band's seeds of the same budget, which are the yardstick, and
+   paired with them seed by seed where the seeds are the band's).
 
 `make run`, each band seed and each candidate run in a fresh process with an empty compile cache too (the
 `cpu` preset compiles): each pays the compile a fresh clone's first `make run` pays.
@@ -631,24 +633,25 @@ def compile_table(r: dict) -> list[str]:
 
 
 def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
-    "Recipe candidates run as `make run` (seed 1337), beside the preset's own seeds on this CPU kind."
+    """Recipe candidates run as `make run`, beside the preset's own seeds on this CPU kind, and paired with
+    them seed by seed where a candidate ran the same seeds."""
     md = [
         "#### Recipe candidates run as `make run` runs the preset",
         "",
-        "Each is `make run`'s pipeline (`--candidate`, seed 1337, the same budget, every thread, its own "
+        "Each is `make run`'s pipeline (`--candidate`, the same budget, every thread, its own "
         "process) with the fields of a `benchmarks/recipe.py` candidate over the `cpu` preset; the preset's "
         "own seeds above are the yardstick: a candidate must beat their spread to count.",
         "",
-        "| candidate | what changes | params | steps | precision | whole command | val bits/byte "
+        "| candidate | what changes | seed | params | steps | precision | whole command | val bits/byte "
         "| known words | known speakers | load |",
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in candidates:
         start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
         params = make_model(TrainConfig.from_dict(r["config"])).num_params(non_embedding=False)
         speakers = "-" if r["known_speakers"] is None else f"{r['known_speakers']:.0%}"
         md.append(
-            f"| {r['name']} | {r.get('why') or r.get('note', '')} | {params / 1e6:.2f} M | "
+            f"| {r['name']} | {r.get('why') or r.get('note', '')} | {r['seed']} | {params / 1e6:.2f} M | "
             f"{start['max_steps']:,d} | {start['precision']} | {r['wall_s'] / 60:.1f} min | "
             f"**{r['val_bpb']:.3f}** | {r['known_words']:.1%} | {speakers} | {load_text(r)} |"
         )
@@ -662,6 +665,22 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
             f"candidate, {best['name']} ({best['val_bpb']:.3f}), gains {gain:+.3f} on the preset's best "
             f"seed: {verdict} than that spread.",
         ]
+    # the same seed in both: the same order of batches and, where the shapes agree, the same initial weights
+    preset = {r["seed"]: r["val_bpb"] for r in runs}
+    for name in dict.fromkeys(r["name"] for r in candidates):
+        paired = [
+            (r["seed"], r["val_bpb"] - preset[r["seed"]])
+            for r in candidates
+            if r["name"] == name and r["seed"] in preset
+        ]
+        if len(paired) > 1:
+            each = ", ".join(f"{seed}: {d:+.3f}" for seed, d in paired)
+            mean = statistics.mean(d for _, d in paired)
+            md += [
+                "",
+                f"{name} against the preset, seed by seed (candidate minus preset, bits/byte; positive: the "
+                f"preset is better): {each}; mean {mean:+.3f} over {len(paired)} seeds.",
+            ]
     return md + [""]
 
 
@@ -730,7 +749,7 @@ def section(records: list[dict]) -> str:
         # a candidate is compared with the band's seeds under the same budget and over the same preset only;
         # its latest run by name
         budget = runs[-1]["budget_min"] if runs else None
-        latest = {r["name"]: r for r in mine if r["what"] == "candidate-make-run"}
+        latest = {(r["name"], r["seed"]): r for r in mine if r["what"] == "candidate-make-run"}
         candidates = [r for r in latest.values() if r["budget_min"] == budget and over_seeds(r, runs)]
         if candidates:
             md += candidate_table(candidates, runs)
@@ -758,7 +777,10 @@ def main() -> int:
         nargs="+",
         default=[],
         choices=sorted(MAKE_RUN_CANDIDATES),
-        help="recipe candidates (benchmarks/recipe.py) run as make run runs the preset, seed 1337",
+        help="recipe candidates (benchmarks/recipe.py) run as make run runs the preset",
+    )
+    parser.add_argument(
+        "--candidate-seeds", type=int, nargs="+", default=[1337], help="each candidate's seeds"
     )
     args = parser.parse_args()
     threads = use_every_core()
@@ -781,10 +803,12 @@ def main() -> int:
             shutil.rmtree(work / f"seed-{seed}", ignore_errors=True)
         for name in args.candidate:
             why, fields = MAKE_RUN_CANDIDATES[name]
-            record = pipeline_run(1337, args.budget_min, work / name, fields)
-            record = append("candidate-make-run", {"name": name, "why": why, "fields": fields, **record})
-            print(name, record["wall_s"], record["val_bpb"], *record["last_lines"], sep="\n", flush=True)
-            shutil.rmtree(work / name, ignore_errors=True)
+            for seed in args.candidate_seeds:
+                record = pipeline_run(seed, args.budget_min, work / name, fields)
+                record = append("candidate-make-run", {"name": name, "why": why, "fields": fields, **record})
+                figures = (name, seed, record["wall_s"], record["val_bpb"], *record["last_lines"])
+                print(*figures, sep="\n", flush=True)
+                shutil.rmtree(work / name, ignore_errors=True)
         if args.compile:
             mine = [r for r in load_records() if r["cpu"] == cpu_kind()]
             probes = [r for r in mine if r["what"] == "probe"]
