@@ -164,11 +164,13 @@ cores, a fresh data folder and compile cache each), three seeds with the head un
 a time on the same machine the same morning: 1.833, 1.845, 1.838 untied against 1.837, 1.841, 1.830 tied
 (3,319-3,690 steps against 3,447-3,812), seed by seed -0.004, +0.003, +0.008, the tied head better by 0.003
 on average, within the seeds' spread of 0.011. Both threads ran 3,300-3,800 steps here, three times the
-experiment's 1,300, about five passes over the training plays: by then lesson 06's gap between the training
-and the held-out loss is what limits the model, and a million parameters more add to what it can memorise as
-much as to what it can predict. The `cpu` preset keeps GPT-2's tied head, and its band of this kind is made
-of the three tied seeds (section Training). On a slower CPU, where `make run` stops nearer 1,300 steps (the
-Zen 4 of an earlier round reached 1,616), the untied head would be expected to pay: worth measuring there."""
+experiment's 1,300, about five passes over the training plays. The likely reason: by then the model
+memorises (lesson 06's stored run on this CPU ends 0.83 nats/token lower on a training subset than on the
+held-out plays, a gap that grew from 0.18 at step 400), and a million parameters more add to what it can
+memorise as much as to what it can predict; weight decay 0.3, which works against memorising, gained 0.020
+in the same runs (section Training, candidates). The `cpu` preset keeps GPT-2's tied head, and its band of
+this kind is made of the three tied seeds. On a slower CPU, where `make run` stops nearer 1,300 steps (a Zen
+4 of earlier rounds: 1,443-1,616), the untied head may pay: worth measuring there."""
 
 
 def main() -> int:

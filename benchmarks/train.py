@@ -259,6 +259,19 @@ def changes_since(config: dict) -> list[str]:
     ]
 
 
+def paired_with(others: list[dict], runs: list[dict]) -> list[tuple[int, float]]:
+    """(seed, bits/byte of `others`' run minus `runs`' run of that seed) where both ran the seed under the
+    same budget on the same day (one session's machine: a CPU kind spans models, Zen 4 and Zen 5 among them):
+    the same order of batches, and the same initial weights where the shapes agree."""
+    now = {r["seed"]: r for r in runs}
+    return [
+        (r["seed"], r["val_bpb"] - now[r["seed"]]["val_bpb"])
+        for r in others
+        if r["seed"] in now
+        and (r["budget_min"], r["when"][:10]) == (now[r["seed"]]["budget_min"], now[r["seed"]]["when"][:10])
+    ]
+
+
 def earlier_recipes(records: list[dict], kind: dict, runs: list[dict]) -> list[str]:
     "The `make run` seeds of other recipes on CPU `kind` than `runs`', one line per recipe, as changed since."
     current = recipe_of(runs[-1]["config"]) if runs else None
@@ -266,23 +279,16 @@ def earlier_recipes(records: list[dict], kind: dict, runs: list[dict]) -> list[s
     for r in records:
         if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind and recipe_of(r["config"]) != current:
             others.setdefault(json.dumps(recipe_of(r["config"]), sort_keys=True), {})[r["seed"]] = r
-    lines, now = [], {r["seed"]: r for r in runs}
+    lines = []
     for seeds in others.values():
         latest = [seeds[s] for s in sorted(seeds)]
         figures = ", ".join(f"{r['seed']}: {r['val_bpb']:.3f} ({r['budget_min']:g} min)" for r in latest)
-        # seed by seed against the runs of today's recipe under the same budget on the same day (one session's
-        # machine: a CPU kind spans models, Zen 4 and Zen 5 among them): the same order of batches
-        paired = [
-            r["val_bpb"] - now[r["seed"]]["val_bpb"]
-            for r in latest
-            if r["seed"] in now
-            and (r["budget_min"], r["when"][:10])
-            == (now[r["seed"]]["budget_min"], now[r["seed"]]["when"][:10])
-        ]
+        paired = paired_with(latest, runs)
         if len(paired) > 1:
+            each = ", ".join(f"{seed}: {d:+.3f}" for seed, d in paired)
             figures += (
-                f"; seed by seed {', '.join(f'{d:+.3f}' for d in paired)} against today's recipe, mean "
-                f"{statistics.mean(paired):+.3f} bits/byte (positive: today's is better)"
+                f"; seed by seed {each} against today's recipe, mean "
+                f"{statistics.mean(d for _, d in paired):+.3f} bits/byte (positive: today's is better)"
             )
         lines.append(f"- {'; '.join(changes_since(latest[-1]['config']))}: {figures}")
     return lines
@@ -665,14 +671,8 @@ def candidate_table(candidates: list[dict], runs: list[dict]) -> list[str]:
             f"candidate, {best['name']} ({best['val_bpb']:.3f}), gains {gain:+.3f} on the preset's best "
             f"seed: {verdict} than that spread.",
         ]
-    # the same seed in both: the same order of batches and, where the shapes agree, the same initial weights
-    preset = {r["seed"]: r["val_bpb"] for r in runs}
     for name in dict.fromkeys(r["name"] for r in candidates):
-        paired = [
-            (r["seed"], r["val_bpb"] - preset[r["seed"]])
-            for r in candidates
-            if r["name"] == name and r["seed"] in preset
-        ]
+        paired = paired_with([r for r in candidates if r["name"] == name], runs)
         if len(paired) > 1:
             each = ", ".join(f"{seed}: {d:+.3f}" for seed, d in paired)
             mean = statistics.mean(d for _, d in paired)
@@ -693,15 +693,20 @@ def over_seeds(candidate: dict, runs: list[dict]) -> bool:
     return base == recipe_of(runs[-1]["config"])
 
 
-def band_lines(runs: list[dict]) -> list[str]:
-    bpb = [r["val_bpb"] for r in runs]
+def band_lines(runs: list[dict], kind: dict) -> list[str]:
+    bpb = [r["val_bpb"] for r in runs]  # what each run reports: its best checkpoint's
+    band = next((b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu == kind), None)
+    end = band.val_bpb.at(1.0) if band else None  # the band's last validation: what a run's end is judged by
+    last = (
+        f"; at the last validation, which a run's end is judged by, {end[0]:.3f}-{end[1]:.3f}" if end else ""
+    )
     return [
         "#### The expected band",
         "",
         f"`gptlib/bands/cpu.json` holds the band of these {len(runs)} seeds (min-max of the training loss "
         "and of "
-        f"the validation loss and bits per byte along the schedule): the final bits per byte span "
-        f"{min(bpb):.3f}-{max(bpb):.3f} ({max(bpb) - min(bpb):.3f}).",
+        f"the validation loss and bits per byte along the schedule): the bits per byte each run reports (its "
+        f"best checkpoint's) span {min(bpb):.3f}-{max(bpb):.3f} ({max(bpb) - min(bpb):.3f}){last}.",
         "",
     ]
 
@@ -745,7 +750,7 @@ def section(records: list[dict]) -> str:
         if compiled:
             md += compile_table(compiled[-1])
         if len(runs) >= 3 and not changed:  # the committed band is of the preset as it is now
-            md += band_lines(runs)
+            md += band_lines(runs, kind)
         # a candidate is compared with the band's seeds under the same budget and over the same preset only;
         # its latest run by name
         budget = runs[-1]["budget_min"] if runs else None
@@ -753,7 +758,11 @@ def section(records: list[dict]) -> str:
         candidates = [r for r in latest.values() if r["budget_min"] == budget and over_seeds(r, runs)]
         if candidates:
             md += candidate_table(candidates, runs)
-        elsewhere = [f"{r['name']} ({r['budget_min']:g} min)" for r in latest.values() if r not in candidates]
+        elsewhere = list(
+            dict.fromkeys(
+                f"{r['name']} ({r['budget_min']:g} min)" for r in latest.values() if r not in candidates
+            )
+        )
         if elsewhere:
             md += [
                 "Recipe candidates run under another budget or over another `cpu` preset than the band's "
