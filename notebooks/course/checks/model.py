@@ -72,6 +72,24 @@ def _close(a, b, tol: float = 1e-5) -> bool:
     return bool(torch.allclose(a.detach().double(), b.detach().double(), rtol=tol, atol=tol))
 
 
+def _in_bf16(got, name: str, advice: str) -> None:
+    "That a piece given a bf16 `name` returned a bf16 tensor; else `advice` on keeping the input's dtype."
+    _expect(
+        isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16,
+        f"a bf16 {name} came back as {getattr(got, 'dtype', type(got).__name__)}: {advice}",
+    )
+
+
+def _two_chunks_as_one(module, x, want, hint: str) -> None:
+    """That `module(x, cache, layer)` over x's first 4 positions and then the rest, through a KV cache, gives
+    `want`, the one pass over x; else `hint` (where the cache and the layer go)."""
+    cache = gm.KVCache(1, 6)
+    first = module(x[:, :4], cache, 0)
+    cache.advance(4)
+    chunks = torch.cat([first, module(x[:, 4:], cache, 0)], dim=1)
+    _expect(_close(chunks, want), f"with a KV cache, two chunks differ from one pass: {hint}")
+
+
 def _shape(x) -> tuple | str:
     return tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
@@ -511,11 +529,10 @@ def check_rotate(rotate) -> str:
             f"rotate differs from gptlib's turn by up to {(got - want).abs().max().item():.3g}: pair i is "
             "(x[..., i], x[..., i + D/2]), turned by the angle whose cos and sin are cos[t, i], sin[t, i]"
         )
-    low = rotate(x.bfloat16(), cos, sin)
-    _expect(
-        isinstance(low, torch.Tensor) and low.dtype == torch.bfloat16,
-        f"a bf16 x came back as {getattr(low, 'dtype', type(low).__name__)}: cast cos and sin to x.dtype, "
-        "so that under autocast q and k stay in the dtype of v",
+    _in_bf16(
+        rotate(x.bfloat16(), cos, sin),
+        "x",
+        "cast cos and sin to x.dtype, so that under autocast q and k stay in the dtype of v",
     )
     return "equal to gptlib's turn, x untouched, in x's dtype"
 
@@ -618,14 +635,7 @@ def check_block(cls) -> str:
                 f"forward differs from gptlib's by up to {(got - want).abs().max().item():.3g}: "
                 "x = x + attn(ln_1(x)); x + mlp(ln_2(x))"
             )
-        cache = gm.KVCache(1, 6)
-        first = mine(x[:, :4], cache, 0)
-        cache.advance(4)
-        chunks = torch.cat([first, mine(x[:, 4:], cache, 0)], dim=1)
-    _expect(
-        _close(chunks, want),
-        "with a KV cache, two chunks differ from one pass: pass `cache` and `layer` on to self.attn",
-    )
+        _two_chunks_as_one(mine, x, want, "pass `cache` and `layer` on to self.attn")
     return "pre-norm with residual connections, equal to gptlib's block, with and without a KV cache"
 
 

@@ -30,11 +30,21 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.checks.model import _close, _config, _expect, _first_mismatch, _pair, _randn, _shape, mlp_check
+from course.checks.model import (
+    _close,
+    _config,
+    _expect,
+    _first_mismatch,
+    _in_bf16,
+    _pair,
+    _randn,
+    _shape,
+    _two_chunks_as_one,
+    mlp_check,
+)
 from course.checks.optim import _calling
 from course.pieces import exercise
 from gptlib import modern as gm
-from gptlib.model import KVCache
 
 LESSON = "07_modern"
 
@@ -77,10 +87,11 @@ def rms_norm(fn) -> str:
         "1 / (sqrt(mean(x²)) + eps)",
     )
     low = _calling("rms_norm(x)", fn, x.bfloat16())
-    _expect(
-        isinstance(low, torch.Tensor) and low.dtype == torch.bfloat16,
-        f"a bf16 x came back as {getattr(low, 'dtype', type(low).__name__)}: the result keeps x's dtype "
-        "(compute the mean square in float32 if you like, and cast the factor back with .to(x.dtype))",
+    _in_bf16(
+        low,
+        "x",
+        "the result keeps x's dtype (compute the mean square in float32 if you like, and cast the factor "
+        "back with .to(x.dtype))",
     )
     _expect(
         _close(low.float(), want, tol=3e-2),
@@ -176,14 +187,7 @@ def check_qk_norm_attention(cls) -> str:
                     f"forward differs from gptlib's by up to {(got - want).abs().max().item():.3g} "
                     f"({positions} positions): super().attend(rms_norm(q), rms_norm(k), v, cache, layer)"
                 )
-            cache = KVCache(1, 6)
-            first = mine(x[:, :4], cache, 0)
-            cache.advance(4)
-            chunks = torch.cat([first, mine(x[:, 4:], cache, 0)], dim=1)
-        _expect(
-            _close(chunks, want),
-            "with a KV cache, two chunks differ from one pass: pass `cache` and `layer` on to super().attend",
-        )
+            _two_chunks_as_one(mine, x, want, "pass `cache` and `layer` on to super().attend")
     return "equal to gptlib's QK-norm attention, with sinusoidal and rotary positions, with a KV cache"
 
 
@@ -243,11 +247,7 @@ def newton_schulz(fn) -> str:
         "newton_schulz(g, steps=2) differs from gptlib's: run `steps` iterations, not a fixed number",
     )
     low = _calling("newton_schulz(g) of a bf16 g", fn, g.bfloat16())
-    _expect(
-        isinstance(low, torch.Tensor) and low.dtype == torch.bfloat16,
-        f"a bf16 g came back as {getattr(low, 'dtype', type(low).__name__)}: compute in `dtype`, return in "
-        "g's dtype (.to(g.dtype))",
-    )
+    _in_bf16(low, "g", "compute in `dtype`, return in g's dtype (.to(g.dtype))")
     return "equal to gptlib's iteration: singular values near 1, the direction of U V^T, g's shape and dtype"
 
 
