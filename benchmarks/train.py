@@ -318,7 +318,7 @@ def write_band(records: list[dict]) -> None:
     )
     # the other kinds' bands stay if they are of this recipe: one of an older preset would judge nothing (by
     # recipe: a band made before a field existed lacks it, and its default is what ran)
-    others = [b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu != kind]
+    others = [b for b in committed_bands() if b.cpu != kind]
     kept = [b for b in others if recipe_of(b.config) == recipe_of(band.config)]
     save_bands(kept + [band], BAND_FILE)
     print(f"wrote {BAND_FILE}: {name}, seeds {[r['seed'] for r in runs]}")
@@ -693,9 +693,13 @@ def over_seeds(candidate: dict, runs: list[dict]) -> bool:
     return base == recipe_of(runs[-1]["config"])
 
 
-def band_lines(runs: list[dict], kind: dict) -> list[str]:
+def committed_bands() -> list:
+    return load_bands(BANDS) if BAND_FILE.is_file() else []
+
+
+def band_lines(runs: list[dict], band) -> list[str]:
+    "What the band of `runs` (`band`: the committed one of their kind, or None) says at the end."
     bpb = [r["val_bpb"] for r in runs]  # what each run reports: its best checkpoint's
-    band = next((b for b in (load_bands(BANDS) if BAND_FILE.is_file() else []) if b.cpu == kind), None)
     end = band.val_bpb.at(1.0) if band else None  # the band's last validation: what a run's end is judged by
     last = (
         f"; at the last validation, which a run's end is judged by, {end[0]:.3f}-{end[1]:.3f}" if end else ""
@@ -712,7 +716,7 @@ def band_lines(runs: list[dict], kind: dict) -> list[str]:
 
 
 def section(records: list[dict]) -> str:
-    md = ["## Training (`benchmarks/train.py`)", ""]
+    md, bands = ["## Training (`benchmarks/train.py`)", ""], committed_bands()
     kinds = []
     for r in records:
         if r["cpu"] not in kinds:
@@ -750,9 +754,9 @@ def section(records: list[dict]) -> str:
         if compiled:
             md += compile_table(compiled[-1])
         if len(runs) >= 3 and not changed:  # the committed band is of the preset as it is now
-            md += band_lines(runs, kind)
+            md += band_lines(runs, next((b for b in bands if b.cpu == kind), None))
         # a candidate is compared with the band's seeds under the same budget and over the same preset only;
-        # its latest run by name
+        # its latest run of each name and seed
         budget = runs[-1]["budget_min"] if runs else None
         latest = {(r["name"], r["seed"]): r for r in mine if r["what"] == "candidate-make-run"}
         candidates = [r for r in latest.values() if r["budget_min"] == budget and over_seeds(r, runs)]
