@@ -235,8 +235,18 @@ def seed_runs(records: list[dict], kind: dict) -> list[dict]:
     the latest of them and the recipe of the `cpu` preset as it is now (where this kind has runs of it; else
     the latest run's): a band of one budget's and one recipe's runs only, whatever was tried before or after
     (the `cpu` preset changes, and a recipe may be tried and given up; every run stays recorded)."""
-    mine = [r for r in records if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind]
     now = recipe_of(TrainConfig.preset("cpu").to_dict())
+    # a candidate the preset adopted ran `make run`'s pipeline (`pipeline_run`, as `--band-seeds` does) with
+    # the preset's recipe as it is now: its runs are seeds of the preset
+    mine = [
+        r
+        for r in records
+        if r["cpu"] == kind
+        and (
+            r["what"] in ("make-run", "band-seed")
+            or (r["what"] == "candidate-make-run" and recipe_of(r["config"]) == now)
+        )
+    ]
     mine = [r for r in mine if recipe_of(r["config"]) == now] or mine
     if not mine:
         return []
@@ -518,6 +528,8 @@ def make_run_table(runs: list[dict]) -> list[str]:
         start, planned = plans[-1], plans[0]["max_steps"]  # the last plan is the run's; the first the probe's
         if r["what"] == "make-run":
             how = "`python -m gptlib run`, fresh data folder"
+        elif r["what"] == "candidate-make-run":
+            how = f"pipeline, a process of its own (candidate {r['name']}, adopted)"
         elif "compile_cache" in r:
             how = "pipeline, a process of its own"
         else:  # recorded before each seed had a process of its own
@@ -759,12 +771,20 @@ def section(records: list[dict]) -> str:
         # its latest run of each name and seed
         budget = runs[-1]["budget_min"] if runs else None
         latest = {(r["name"], r["seed"]): r for r in mine if r["what"] == "candidate-make-run"}
-        candidates = [r for r in latest.values() if r["budget_min"] == budget and over_seeds(r, runs)]
+        candidates = [
+            r
+            for r in latest.values()
+            if r["budget_min"] == budget
+            and over_seeds(r, runs)
+            and r not in runs  # not one the preset adopted
+        ]
         if candidates:
             md += candidate_table(candidates, runs)
         elsewhere = list(
             dict.fromkeys(
-                f"{r['name']} ({r['budget_min']:g} min)" for r in latest.values() if r not in candidates
+                f"{r['name']} ({r['budget_min']:g} min)"
+                for r in latest.values()
+                if r not in candidates + runs
             )
         )
         if elsewhere:
