@@ -168,9 +168,8 @@ head better by 0.003 on average, within the seeds' spread of 0.011; with weight 
 steps here, three times the experiment's 1,300, about five passes over the training plays. The likely
 reason: by then the model memorises, and a million parameters more add to what it can memorise as much as
 to what it can predict. Weight decay, which works against memorising at no cost in step time, paid instead:
-0.3 gained 0.020 over 0.1 on the tied seeds (0.6 lost 0.006 against 0.3; section Training), and lesson
-06's stored run with it ends 0.70 nats/token lower on a training subset than on the held-out plays, where
-the run stored before, with 0.1, ended 0.83 lower. The `cpu` preset keeps GPT-2's tied head and now decays
+0.3 gained 0.020 over 0.1 on the tied seeds (0.6 lost 0.006 against 0.3; section Training). The `cpu`
+preset keeps GPT-2's tied head and now decays
 by 0.3; its band of this kind is made of the three tied seeds at 0.3. On a slower CPU, where `make run`
 stops nearer 1,300 steps (a Zen 4 of earlier rounds: 1,443-1,616), the untied head may pay: worth measuring
 there."""

@@ -190,11 +190,14 @@ MAKE_RUN_CANDIDATES = {
         {"n_embd": 128, "max_lr": 3e-3, "min_lr": 3e-4},
     ),
     # the preset's 3,300-3,800 steps on a fast CPU read the training plays five times: more decay against it
-    "wd-0.3": ("weight decay 0.3 (the preset's 0.1)", {"weight_decay": 0.3}),
+    "wd-0.3": ("weight decay 0.3 (then the preset's 0.1)", {"weight_decay": 0.3}),
     # once 0.3 paid: lesson 07's untied head on top of it (it lost at 0.1, likely to memorising), and more
     "untied-wd-0.3": ("the head untied, weight decay 0.3", {"tied_head": False, "weight_decay": 0.3}),
     "wd-0.6": ("weight decay 0.6 (the preset's 0.3)", {"weight_decay": 0.6}),
 }
+# the candidates the `cpu` preset took: their runs are seeds of the recipe they ran (its band's, while the
+# preset is that recipe; an earlier recipe's once it changes), as `--band-seeds` runs would be
+ADOPTED = ("wd-0.3",)
 
 
 FINDINGS = """What the table says, and what became the `cpu` preset:
@@ -316,9 +319,9 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   2.003-2.013 in 1,443-1,558 steps against 2.001-2.025 eager (section Training): the steps that were left
   to gain.
 - **Later, weight decay 0.3 (round 2's candidate on the Xeon)**: on an AMD EPYC Zen 5, whose 9 minutes run
-  3,400-3,800 steps (five passes over the training plays), 0.3 gained 0.020 bits/byte over 0.1 in `make run`
+  3,300-3,800 steps (five passes over the training plays), 0.3 gained 0.020 bits/byte over 0.1 in `make run`
   itself (3 paired seeds, `MAKE_RUN_CANDIDATES`, section Training) and became the preset's: what changed
-  little at 1,600-2,600 steps pays once the model memorises.
+  little in round 2's runs of about 2,300 steps on the Xeon pays once the model memorises.
 - Not run yet: {not_run}.
 """
 

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer  # noqa: E402
 from _budget import corpus_data  # noqa: E402
 from _results import kind_text, machine_line, write_section  # noqa: E402
-from recipe import MAKE_RUN_CANDIDATES  # noqa: E402
+from recipe import ADOPTED, MAKE_RUN_CANDIDATES  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import open_split  # noqa: E402
@@ -236,23 +236,21 @@ def seed_runs(records: list[dict], kind: dict) -> list[dict]:
     the latest run's): a band of one budget's and one recipe's runs only, whatever was tried before or after
     (the `cpu` preset changes, and a recipe may be tried and given up; every run stays recorded)."""
     now = recipe_of(TrainConfig.preset("cpu").to_dict())
-    # a candidate the preset adopted ran `make run`'s pipeline (`pipeline_run`, as `--band-seeds` does) with
-    # the preset's recipe as it is now: its runs are seeds of the preset
-    mine = [
-        r
-        for r in records
-        if r["cpu"] == kind
-        and (
-            r["what"] in ("make-run", "band-seed")
-            or (r["what"] == "candidate-make-run" and recipe_of(r["config"]) == now)
-        )
-    ]
+    mine = [r for r in records if is_seed(r) and r["cpu"] == kind]
     mine = [r for r in mine if recipe_of(r["config"]) == now] or mine
     if not mine:
         return []
     budget, recipe = mine[-1]["budget_min"], recipe_of(mine[-1]["config"])
     runs = {r["seed"]: r for r in mine if r["budget_min"] == budget and recipe_of(r["config"]) == recipe}
     return [runs[s] for s in sorted(runs)]
+
+
+def is_seed(record: dict) -> bool:
+    """Whether `record` is a run of `make run`'s recipe of its day: `make run`, a band seed, or a candidate
+    the preset adopted (`recipe.ADOPTED`: `make run`'s pipeline with the recipe the preset then took)."""
+    return record["what"] in ("make-run", "band-seed") or (
+        record["what"] == "candidate-make-run" and record["name"] in ADOPTED
+    )
 
 
 def changes_since(config: dict) -> list[str]:
@@ -287,7 +285,7 @@ def earlier_recipes(records: list[dict], kind: dict, runs: list[dict]) -> list[s
     current = recipe_of(runs[-1]["config"]) if runs else None
     others = {}
     for r in records:
-        if r["what"] in ("make-run", "band-seed") and r["cpu"] == kind and recipe_of(r["config"]) != current:
+        if is_seed(r) and r["cpu"] == kind and recipe_of(r["config"]) != current:
             others.setdefault(json.dumps(recipe_of(r["config"]), sort_keys=True), {})[r["seed"]] = r
     lines = []
     for seeds in others.values():
@@ -369,6 +367,7 @@ def peer_at_equal_time(budget_s: float, step_s: dict[str, float], compiled: bool
         [t[len(PROMPT) :] for t in samples], TrainingText.from_split(train_split, tokenizer)
     )
     return {
+        "seed": seed,
         "budget_s": budget_s,
         "clock": "wall time",  # the cosine's clock (_peer.learning_rate_in_time)
         "precision": precision.name,
@@ -563,7 +562,9 @@ def compute_text(precision: str, compiled: bool | None) -> str:
 
 
 def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
-    ours = [r for r in runs if r["what"] == "make-run"] or runs
+    # `make run` itself where it ran, else the seed the peer ran (1337 before peer records named it)
+    seed = peer.get("seed", 1337)
+    ours = [r for r in runs if r["what"] == "make-run"] or [r for r in runs if r["seed"] == seed] or runs
     r = ours[-1]
     start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
     steps = start["max_steps"]
@@ -705,6 +706,23 @@ def over_seeds(candidate: dict, runs: list[dict]) -> bool:
     return base == recipe_of(runs[-1]["config"])
 
 
+def candidates_beside(records: list[dict], runs: list[dict]) -> tuple[list[dict], list[str]]:
+    """The candidate runs of `records` (the latest of each name and seed) that are compared with the band's
+    seeds `runs`: those of the same budget that change the seeds' recipe by their own fields only, and
+    not adopted (an adopted one is a seed). Then the names of the others ("name (budget)"), once each."""
+    budget = runs[-1]["budget_min"] if runs else None
+    latest = {(r["name"], r["seed"]): r for r in records if r["what"] == "candidate-make-run"}
+    candidates = [
+        r for r in latest.values() if not is_seed(r) and r["budget_min"] == budget and over_seeds(r, runs)
+    ]
+    elsewhere = [
+        f"{r['name']} ({r['budget_min']:g} min)"
+        for r in latest.values()
+        if not is_seed(r) and r not in candidates
+    ]
+    return candidates, list(dict.fromkeys(elsewhere))
+
+
 def committed_bands() -> list:
     return load_bands(BANDS) if BAND_FILE.is_file() else []
 
@@ -767,26 +785,9 @@ def section(records: list[dict]) -> str:
             md += compile_table(compiled[-1])
         if len(runs) >= 3 and not changed:  # the committed band is of the preset as it is now
             md += band_lines(runs, next((b for b in bands if b.cpu == kind), None))
-        # a candidate is compared with the band's seeds under the same budget and over the same preset only;
-        # its latest run of each name and seed
-        budget = runs[-1]["budget_min"] if runs else None
-        latest = {(r["name"], r["seed"]): r for r in mine if r["what"] == "candidate-make-run"}
-        candidates = [
-            r
-            for r in latest.values()
-            if r["budget_min"] == budget
-            and over_seeds(r, runs)
-            and r not in runs  # not one the preset adopted
-        ]
+        candidates, elsewhere = candidates_beside(mine, runs)
         if candidates:
             md += candidate_table(candidates, runs)
-        elsewhere = list(
-            dict.fromkeys(
-                f"{r['name']} ({r['budget_min']:g} min)"
-                for r in latest.values()
-                if r not in candidates + runs
-            )
-        )
         if elsewhere:
             md += [
                 "Recipe candidates run under another budget or over another `cpu` preset than the band's "

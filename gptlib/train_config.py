@@ -243,9 +243,10 @@ TRAIN_PRESETS = {
         "max_lr": 1e-3,  # the search's best: 3e-3 and 7e-4 were worse
         "min_lr": 1e-4,
         "warmup_steps": 30,
-        # the search's 0.1 was set at 1,600-2,600 steps; a fast CPU's 9 minutes run 3,400-3,800, five passes
-        # over the training plays, where the model memorises: 0.3 gained 0.020 bits/byte over 3 paired seeds
-        # of `make run` on an AMD EPYC Zen 5 (1.813-1.822 against 1.830-1.841, benchmarks/RESULTS.md)
+        # the search kept GPT-2's 0.1 (0.3 changed little in its runs of about 2,300 steps); a fast CPU's 9
+        # minutes run 3,300-3,800, five passes over the training plays, where the model memorises: 0.3 gained
+        # 0.020 bits/byte over 3 paired seeds of `make run` on an AMD EPYC Zen 5 (1.813-1.822 against
+        # 1.830-1.841), and 0.6 lost 0.006 against 0.3 (benchmarks/RESULTS.md, section Training)
         "weight_decay": 0.3,
         # max_lr held until the last quarter, then the cosine: 2.010 bits/byte against the whole-run
         # cosine's 2.068 in the search (round 7), and a budget's run can move its end while the rate holds
