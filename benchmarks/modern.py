@@ -1,13 +1,15 @@
 """Lesson 07's rungs measured with the lab: which pieces of today's small-model recipes pay on two CPU cores.
 
-    .venv/bin/python benchmarks/modern.py [--screen] [--full]
+    .venv/bin/python benchmarks/modern.py [--screen] [--screen-more] [--full] [--rungs [NAME ...]] [--steps N]
 
 `--screen`: each piece of `gptlib.modern` alone against lesson 04's GPT trained with AdamW, and all of them
 together, on the lab's small trial (`benchmarks/lab.py`: 2 layers of width 128, context 128, 400 bf16 steps
 pinned there) with paired seeds, under the lab's rule. `--full`: the pieces chosen from the screen together
-against the `cpu` preset at the steps `make run` reaches on this machine (`--steps`), compiled, bf16, paired
-seeds. Two queues run side by side, one thread each; the ledgers are added to
-`benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md is written (no flag: only rewritten).
+against the `cpu` preset at `--steps` (1,300 by default, about `make run`'s steps on a Zen 4), compiled, bf16,
+paired seeds. `--rungs`: each piece the full experiment did not take (RMSNorm, QK-norm, ReLU², no biases, Muon
+at 1e-2) alone against the `cpu` preset, at the steps `make run` reaches here (its committed band's mean). Two
+queues run side by side, one thread each; the ledgers are added to `benchmarks/modern_runs.jsonl`, from which
+the section of RESULTS.md is written (no flag: only rewritten).
 The runs use the committed gptlib (`git archive HEAD`), as the lab's benchmark does.
 """
 
@@ -83,6 +85,36 @@ def full(steps: int) -> None:
     run_queues(queues, "full", snapshot(), RECORDS)
 
 
+# each piece alone against the `cpu` preset as it is, at the steps `make run` reaches on this CPU kind: the
+# pieces the two experiments above did not take to that length (Muon at the rate the screen chose)
+RUNGS = {
+    **{name: flags for name, flags in PIECES.items() if name not in ("untied-head", "muon")},
+    "muon-lr-1e-2": MORE["muon-lr-1e-2"],
+}
+
+
+def make_run_steps() -> int:
+    """The steps `make run` reaches on this CPU kind: the mean of its committed band's runs (their steps vary
+    by 10 % with the machine's speed; a lab experiment pins one number for both arms)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from gptlib.expected import cpu_kind, load_bands
+
+    kind = cpu_kind()
+    bands = [b for b in load_bands() if b.cpu == kind and b.preset == "cpu"]
+    if not bands:
+        raise SystemExit(
+            f"no band of the cpu preset for {kind['model']}: pass --steps (make run's steps here)"
+        )
+    return round(bands[0].max_steps)
+
+
+def rungs(steps: int, only: list[str]) -> None:
+    """The experiments of RUNGS (or `only` of them) at `steps`, in two queues side by side, one thread a trial
+    (at the Zen 5's 3,600 steps a trial takes about 20 minutes: an experiment of 3 seeds, about an hour)."""
+    lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
+    run_queues([lines[::2], lines[1::2]], "rungs", snapshot(), RECORDS)
+
+
 def section(records: list[dict]) -> str:
     "The section of RESULTS.md: one row per experiment of the records, the screen's first, then the full one."
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -109,12 +141,23 @@ def section(records: list[dict]) -> str:
         "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
         "difference is baseline minus candidate (positive: the candidate is better).",
         "",
+    ]
+    rung = [r for r in records if r["kind"] == "experiment" and r["name"].startswith("rung-")]
+    if rung:  # the rungs' pinned steps: `make run`'s on the CPU kind they ran on
+        md += [
+            "The rungs (`--rungs`): each piece alone against the `cpu` preset as it is, compiled, bf16, at "
+            f"{rung[-1]['baseline']['max_steps']:,d} steps (`make run`'s here: its committed band's mean), "
+            "one thread a trial, two at a time.",
+            "",
+        ]
+    md += [
         "| experiment | candidate | seeds | mean difference (bits/byte) | interval | decision | trial "
         "seconds (baseline, candidate) |",
         "|---|---|---:|---:|---:|---|---:|",
     ]
     by_key = {t["key"]: t for t in trials}
-    for row in sorted(summary(records), key=lambda r: (r["name"].startswith("full"), r["name"])):
+    order = ("screen", "full", "rung")  # the screen's rows, then the full experiment's, then the rungs'
+    for row in sorted(summary(records), key=lambda r: (order.index(r["name"].split("-")[0]), r["name"])):
         changed = ", ".join(f"{k} {a} → {b}" for k, (a, b) in row["changed"].items())
         figures = (
             f"{row['mean']:+.4f} | [{row['lower']:+.4f}, {row['upper']:+.4f}]"
@@ -180,7 +223,15 @@ def main() -> int:
     parser.add_argument("--screen", action="store_true", help="each piece alone, and all, on the small trial")
     parser.add_argument("--screen-more", action="store_true", help="Muon's rates, the pieces kept, together")
     parser.add_argument("--full", action="store_true", help="the pieces kept, at the cpu preset's size")
-    parser.add_argument("--steps", type=int, default=1300, help="the full trials' pinned steps")
+    parser.add_argument(
+        "--rungs",
+        nargs="*",
+        choices=sorted(RUNGS),
+        help="each piece alone at make run's steps (all: no names)",
+    )
+    parser.add_argument(
+        "--steps", type=int, help="pinned steps: --full's (default 1300), --rungs' (default: make run's here)"
+    )
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.screen:
@@ -188,7 +239,9 @@ def main() -> int:
     if args.screen_more:
         screen_more()
     if args.full:
-        full(args.steps)
+        full(args.steps or 1300)
+    if args.rungs is not None:
+        rungs(args.steps or make_run_steps(), args.rungs)
     from _results import write_section
 
     write_section("modern", section(read_ledger(RECORDS)))
