@@ -57,14 +57,14 @@ def snapshot() -> Path:
     return snap
 
 
-def lab(snap: Path, *argv: str) -> subprocess.Popen:
-    "`lab VERB ...` run from the snapshot, in a process of its own, one torch thread."
+def lab(snap: Path, *argv: str, threads: int = 1) -> subprocess.Popen:
+    "`lab VERB ...` run from the snapshot, in a process of its own, with `threads` torch threads."
     code = (
         "import sys; from gptlib.cli._shared import Parser; from gptlib.cli import lab; "
         "p = Parser(prog='lab'); lab.add_to(p.add_subparsers(dest='command')); "
         "a = p.parse_args(sys.argv[1:]); sys.exit(a.handler(a))"
     )
-    env = {**os.environ, "PYTHONPATH": str(snap), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(snap), "OMP_NUM_THREADS": str(threads)}
     return subprocess.Popen([sys.executable, "-c", code, "lab", *argv], env=env, cwd=WORK)
 
 
@@ -134,6 +134,7 @@ def run_queues(
                 str(work),
                 "--threads",
                 str(threads),
+                threads=threads,
             )
         )
     codes = [w.wait() for w in workers]
