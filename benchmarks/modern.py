@@ -135,13 +135,14 @@ def section(records: list[dict]) -> str:
         f"{cpu['model']} family {ids.get('cpu family')} model {ids.get('model')} "
         f"({', '.join(cpu['features'])}), torch {trials[0]['machine']['torch']}; commits "
         f"{', '.join(sorted({c for _, c in sessions}))} (their gptlib). Command: `.venv/bin/python "
-        "benchmarks/modern.py --screen --screen-more`, then `--full --steps 1300`. The rule, declared before "
+        "benchmarks/modern.py --screen --screen-more`, then `--full --steps 1300`, then `--rungs`. The rule, "
+        "declared before "
         f"the first trial: `{RULE}`.",
         "",
         "The screen: the lab's small trial (`" + BASE.split(" --shards")[0] + " --max-steps 400 "
         "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
         "compiled, bf16, 1,300 steps (as `benchmarks/positions.py`; `make run` reached 1,616 steps in its 9 "
-        "minutes on the Zen 4 of an earlier round, 3,700 on this Zen 5: these did not fit this session), one "
+        "minutes on the Zen 4 of an earlier round, 3,700 on this Zen 5, the rungs' length below), one "
         "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
         "difference is baseline minus candidate (positive: the candidate is better).",
         "",
@@ -219,7 +220,23 @@ to what it can predict. Weight decay, which works against memorising at no cost 
 preset keeps GPT-2's tied head and now decays
 by 0.3; its band of this kind is made of the three tied seeds at 0.3. On a slower CPU, where `make run`
 stops nearer 1,300 steps (a Zen 4 of earlier rounds: 1,443-1,616), the untied head may pay: worth measuring
-there."""
+there.
+
+At `make run`'s length (`--rungs`, 15:10 to 17:19 the same day): the `cpu` preset at 3,609 steps, both threads
+a trial, one trial at a time; the baseline's trials of seeds 1-5 trained once and shared by both rungs.
+Muon at 1e-2 gained +0.017 [+0.001, +0.033] over 5 seeds (1.796-1.815 against 1.817-1.839 bits/byte), every
+seed better, yet not clear of the rule's 0.01: undecided at the cap. Its trials took 642 s against 472 s
+(medians), 36 % longer, so in `make run`'s 9 minutes it would train about a quarter fewer steps; that trade
+was not measured. The screen's +0.107 came at 400 steps of a 0.9 M model, where an optimizer's faster start
+weighs most. Published: modded-nanogpt's record 3, where Muon came in, reached 3.28 in 3.7 billion tokens
+instead of 5 (31.4 to 24.9 minutes on 8 H100s), at half a million tokens a step, where Newton-Schulz costs
+under 0.1 % of the work against 32 % here. QK-norm was rejected at 4 seeds: -0.005 [-0.019, +0.009]
+(1.814-1.829 against 1.817-1.821), each trial 5 % longer. The screen's +0.009 did not carry to 3,609 steps
+at a peak rate of 1e-3: what it bounds, attention scores that grow with the weights, is a danger of higher
+rates and larger models (Henry et al. 2020; the speedrun took it in record 5 together with ReLU²,
+zero-initialised projections and padded embeddings, 22.3 to 15.2 minutes, no figure for it alone).
+RMSNorm, ReLU² and no biases have not run at this length yet (each about 25 minutes of both cores here,
+longer when undecided; `--rungs rmsnorm relu2 no-bias`); their screens rejected or found nothing."""
 
 
 def main() -> int:
