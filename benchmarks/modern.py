@@ -113,7 +113,7 @@ def rungs(steps: int, only: list[str]) -> None:
     """The experiments of RUNGS (or `only` of them) at `steps`, one after another in one queue, both threads
     a trial, as `make run` trains. Every rung's baseline is the `cpu` preset on the same seeds, so one ledger
     trains each baseline trial once and the later rungs reuse it (two queues would train it twice). At the
-    Zen 5's 3,600 steps a trial takes about 10 minutes: the first rung of 3 seeds about an hour, each further
+    Zen 5's 3,600 steps a trial takes 8-11 minutes: the first rung of 3 seeds about an hour, each further
     one about half that."""
     lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
     run_queues([lines], "rungs", snapshot(), RECORDS, threads=2)
@@ -142,8 +142,8 @@ def section(records: list[dict]) -> str:
         "The screen: the lab's small trial (`" + BASE.split(" --shards")[0] + " --max-steps 400 "
         "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
         "compiled, bf16, 1,300 steps (as `benchmarks/positions.py`; `make run` reached 1,616 steps in its 9 "
-        "minutes on the Zen 4 of an earlier round, 3,700 on this Zen 5, the rungs' length below), one "
-        "thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
+        "minutes on a Zen 4 of an earlier round, 3,300-3,800 on this Zen 5, mean 3,609: the rungs' length), "
+        "one thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
         "difference is baseline minus candidate (positive: the candidate is better).",
         "",
     ]
@@ -197,7 +197,7 @@ one seed it trained (+0.017, where the head alone gave +0.047 on that seed) and 
 (839 s against 594 s); it was stopped after that pair, to leave the cores to the others: no decision.
 Newton-Schulz's 5 iterations over the 16 block matrices are 18.8 GFLOP a step, 32 % of the model's 58.2
 GFLOP at 2,048 tokens a step (at a batch of half a million tokens, as in modded-nanogpt's record, the same
-work is under 0.1 %).
+work is about 0.13 %).
 
 At equal time: the `cpu` preset and the same with `--tied-head false`, both trained to a 9-minute budget
 side by side (`train start --preset cpu [--tied-head false] --budget 9` on `make run`'s data, one thread
@@ -223,20 +223,20 @@ stops nearer 1,300 steps (a Zen 4 of earlier rounds: 1,443-1,616), the untied he
 there.
 
 At `make run`'s length (`--rungs`, 15:10 to 17:19 the same day): the `cpu` preset at 3,609 steps, both threads
-a trial, one trial at a time; the baseline's trials of seeds 1-5 trained once and shared by both rungs.
-Muon at 1e-2 gained +0.017 [+0.001, +0.033] over 5 seeds (1.796-1.815 against 1.817-1.839 bits/byte), every
-seed better, yet not clear of the rule's 0.01: undecided at the cap. Its trials took 642 s against 472 s
-(medians), 36 % longer, so in `make run`'s 9 minutes it would train about a quarter fewer steps; that trade
-was not measured. The screen's +0.107 came at 400 steps of a 0.9 M model, where an optimizer's faster start
-weighs most. Published: modded-nanogpt's record 3, where Muon came in, reached 3.28 in 3.7 billion tokens
-instead of 5 (31.4 to 24.9 minutes on 8 H100s), at half a million tokens a step, where Newton-Schulz costs
-under 0.1 % of the work against 32 % here. QK-norm was rejected at 4 seeds: -0.005 [-0.019, +0.009]
-(1.814-1.829 against 1.817-1.821), each trial 5 % longer. The screen's +0.009 did not carry to 3,609 steps
-at a peak rate of 1e-3: what it bounds, attention scores that grow with the weights, is a danger of higher
-rates and larger models (Henry et al. 2020; the speedrun took it in record 5 together with ReLU²,
-zero-initialised projections and padded embeddings, 22.3 to 15.2 minutes, no figure for it alone).
-RMSNorm, ReLU² and no biases have not run at this length yet (each about 25 minutes of both cores here,
-longer when undecided; `--rungs rmsnorm relu2 no-bias`); their screens rejected or found nothing."""
+a trial, one trial at a time; the baseline's trials of seeds 1-5 trained once and shared by both rungs
+(QK-norm's: 1-4). Muon at 1e-2 gained +0.017 [+0.001, +0.033] over 5 seeds (1.795-1.815 against 1.817-1.839
+bits/byte), every seed better, yet not clear of the rule's 0.01: undecided at the cap. Its trials took 642 s
+against 472 s (medians), 36 % longer, so in `make run`'s 9 minutes it would train about a quarter fewer steps;
+that trade was not measured. The screen's +0.107 came at 400 steps of a 0.9 M model, where an optimizer's
+faster start weighs most. Published: modded-nanogpt's record 3, where Muon came in, reached 3.28 in 3.7
+billion tokens instead of 5 (31.4 to 24.9 minutes on 8 H100s), at half a million tokens a step, where
+Newton-Schulz's share of the work is a small fraction of the 32 % it is here. QK-norm was rejected at 4 seeds:
+-0.005 [-0.019, +0.009] (1.814-1.829 against 1.817-1.821), each trial 5 % longer. The screen's +0.009 did not
+carry to 3,609 steps at a peak rate of 1e-3: what it bounds, attention scores that grow with the weights, is a
+danger of higher rates and larger models (Henry et al. 2020; the speedrun took it in record 5 together with
+ReLU², zero-initialised projections and padded embeddings, 22.3 to 15.2 minutes, no figure for it alone).
+RMSNorm, ReLU² and no biases have not run at this length yet (each about 25 minutes of both cores here, longer
+when undecided; `--rungs rmsnorm relu2 no-bias`); their screens rejected or found nothing."""
 
 
 def main() -> int:
