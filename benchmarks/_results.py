@@ -28,11 +28,6 @@ def machine_line() -> str:
     )
 
 
-def kind_text(kind: dict) -> str:
-    "A CPU kind (`gptlib.expected.cpu_kind()`) as the tables name it: its model and its bf16/fp16 units."
-    return f"{kind['model']} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
-
-
 def write_section(name: str, markdown: str) -> None:
     """Replace the text between `<!-- BEGIN name -->` and `<!-- END name -->` in RESULTS.md."""
     text = RESULTS.read_text(encoding="utf-8")

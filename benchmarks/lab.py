@@ -165,6 +165,7 @@ def spare(k: int) -> None:
 
 def section(records: list[dict]) -> str:
     sys.path.insert(0, str(REPO))
+    from gptlib.expected import kind_text
     from gptlib.lab import summary
 
     rows = sorted(summary(records), key=lambda row: (not row["changed"], row["name"]))  # A/As last
@@ -174,17 +175,19 @@ def section(records: list[dict]) -> str:
     if not trials:
         return "\n".join(md + ["No records yet."])
     first = trials[0]
-    cpu = first["machine"]["cpu"]
-    ids = first["machine"]["cpu_ids"]
+    cpu = {
+        "ids": first["machine"].get("cpu_ids", {}),
+        **first["machine"]["cpu"],
+    }  # ids: the records' own, or older
     sessions = [t["session"] for t in trials if "session" in t]
     began = min((s["began"] for s in sessions), default="?")
     ended = max((s["ended"] for s in sessions), default="?")
     commits = sorted({s["commit"] for s in sessions})
     md += [
         f"{began} to {ended}, commit {', '.join(commits)} "
-        f"(its gptlib with the lab's files), {cpu['model']} family {ids.get('cpu family')} model "
-        f"{ids.get('model')} ({', '.join(cpu['features'])}), torch {first['machine']['torch']}, one thread a "
-        "trial, two trials at a time; command: `.venv/bin/python benchmarks/lab.py --pin 0.5 --run`.",
+        f"(its gptlib with the lab's files), {kind_text(cpu)}, torch {first['machine']['torch']}, "
+        "one thread a trial, two trials at a time; command: "
+        "`.venv/bin/python benchmarks/lab.py --pin 0.5 --run`.",
         "",
     ]
     if pins:

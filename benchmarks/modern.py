@@ -122,18 +122,19 @@ def rungs(steps: int, only: list[str]) -> None:
 def section(records: list[dict]) -> str:
     "The section of RESULTS.md: one row per experiment of the records, the screen's first, then the full one."
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from gptlib.expected import kind_text
     from gptlib.lab import summary
 
     md = ["## Lesson 07's pieces (`benchmarks/modern.py`)", ""]
     trials = [r for r in records if r["kind"] == "trial"]
     if not trials:
         return "\n".join(md + ["No records yet."])
-    ids, cpu = trials[0]["machine"]["cpu_ids"], trials[0]["machine"]["cpu"]
+    first = trials[0]["machine"]
+    cpu = {"ids": first.get("cpu_ids", {}), **first["cpu"]}  # ids: the records' own, or older ones'
     sessions = sorted({(t["session"]["began"], t["session"]["commit"]) for t in trials if "session" in t})
     md += [
         f"{sessions[0][0]} to {max(t['session']['ended'] for t in trials if 'session' in t)}, "
-        f"{cpu['model']} family {ids.get('cpu family')} model {ids.get('model')} "
-        f"({', '.join(cpu['features'])}), torch {trials[0]['machine']['torch']}; commits "
+        f"{kind_text(cpu)}, torch {first['torch']}; commits "
         f"{', '.join(sorted({c for _, c in sessions}))} (their gptlib). Command: `.venv/bin/python "
         "benchmarks/modern.py --screen --screen-more`, then `--full --steps 1300`, then `--rungs`. The rule, "
         "declared before "

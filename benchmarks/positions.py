@@ -37,9 +37,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _budget import corpus_data  # noqa: E402
-from _results import kind_text, machine_line, write_section  # noqa: E402
+from _results import machine_line, write_section  # noqa: E402
 
-from gptlib.expected import cpu_kind  # noqa: E402
+from gptlib.expected import cpu_kind, kind_text  # noqa: E402
 from gptlib.model import GPT, GPTConfig  # noqa: E402
 from gptlib.optim import make_adamw  # noqa: E402
 from gptlib.run_folder import read_metrics  # noqa: E402

@@ -56,12 +56,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peer  # noqa: E402
 from _budget import corpus_data  # noqa: E402
-from _results import kind_text, machine_line, write_section  # noqa: E402
+from _results import machine_line, write_section  # noqa: E402
 from recipe import ADOPTED, MAKE_RUN_CANDIDATES  # noqa: E402
 
 from gptlib.corpus import data_dir  # noqa: E402
 from gptlib.data import open_split  # noqa: E402
-from gptlib.expected import BANDS, cpu_kind, load_bands, make_band, recipe_of, save_bands  # noqa: E402
+from gptlib.expected import BANDS, cpu_kind, kind_text, load_bands, make_band, recipe_of, save_bands  # noqa: E402
 from gptlib.loader import eval_batches  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw  # noqa: E402
 from gptlib.pipeline import PROMPT, SAMPLING, run_pipeline  # noqa: E402

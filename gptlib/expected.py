@@ -3,8 +3,8 @@
 Hand-written plumbing, not generated from a notebook: 06_training shows a band and says how to read it;
 keeping envelopes is bookkeeping. "Is my loss curve normal?" has no answer from one run alone: a band
 answers it with the runs of several seeds of the same recipe, trained the same way on the same kind of
-CPU. A band holds, for one preset under one time budget, in one precision, on one CPU kind (its model name
-and its bf16/fp16 units, `cpu_kind`), the envelope (min-max over the seeds) of
+CPU. A band holds, for one preset under one time budget, in one precision, on one CPU kind (its model name,
+family and model numbers, and its bf16/fp16 units, `cpu_kind`), the envelope (min-max over the seeds) of
 
 - the training loss (nats/token), each seed's logged losses averaged over a short stretch of the schedule
   first (one batch's loss moves by more than the seeds differ);
@@ -15,7 +15,8 @@ the probe gives each run its own max_steps, a few steps more or fewer, and the f
 where their learning rates are alike. The committed bands live in `gptlib/bands/*.json` (made by
 `benchmarks/train.py --bands`, their source runs listed in `benchmarks/RESULTS.md`).
 
-- `cpu_kind()`: this machine's CPU model name and bf16/fp16 units;
+- `cpu_kind()`: this machine's CPU model name, family and model numbers, and bf16/fp16 units; `kind_text`
+  names one;
 - `load_bands()`, `band_for(config, precision)`: the band of a run's configuration on this CPU kind, or
   None and the reason (another CPU kind, another recipe, a damaged bands file: no guessing); `check_bands()`
   says before a run trains whether the bands files read;
@@ -43,6 +44,7 @@ __all__ = [
     "Curve",
     "Band",
     "cpu_kind",
+    "kind_text",
     "load_bands",
     "check_bands",
     "band_for",
@@ -98,7 +100,7 @@ class Band:
     config: dict  # the fields that decide the curves (every TrainConfig field but NOT_COMPARED)
     budget: float  # minutes
     precision: str
-    cpu: dict  # {"model": ..., "features": [...]}: what `cpu_kind()` said where the runs were made
+    cpu: dict  # {"model": ..., "ids": {...}, "features": [...]}: what `cpu_kind()` said where they were made
     runs: list[dict]
     train_loss: Curve
     val_loss: Curve
@@ -120,8 +122,11 @@ class Band:
 
 
 def cpu_kind(cpuinfo: str | None = None) -> dict:
-    """This CPU's kind: its model name (from /proc/cpuinfo, or `platform.processor()` where there is none)
-    and its bf16/fp16 units (`gptlib.optim.cpu_features`). Two machines of one kind run a step alike."""
+    """This CPU's kind: its model name (from /proc/cpuinfo, or `platform.processor()` where there is none),
+    its family and model numbers, and its bf16/fp16 units (`gptlib.optim.cpu_features`). Two machines of one
+    kind run a step alike. The numbers tell generations of one name apart: an AMD EPYC Zen 4 (family 25) and
+    a Zen 5 (family 26) both say `AMD EPYC` and have the same bf16 units, yet the Zen 5 runs the `cpu`
+    preset's step about twice as fast, so a band of one would judge the other's runs by steps it never had."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
@@ -131,11 +136,20 @@ def cpu_kind(cpuinfo: str | None = None) -> dict:
         (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
         platform.processor() or platform.machine(),
     )
-    return {"model": model, "features": list(cpu_features(cpuinfo) if cpuinfo else cpu_features())}
+    ids = {}
+    for line in cpuinfo.splitlines():  # the first processor's: every core of one machine is alike
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key in ("cpu family", "model") and key not in ids:
+            ids[key] = value
+    features = list(cpu_features(cpuinfo) if cpuinfo else cpu_features())
+    return {"model": model, "ids": ids, "features": features}
 
 
-def _kind_text(kind: dict) -> str:
-    return f"{kind['model']} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
+def kind_text(kind: dict) -> str:
+    "A CPU kind as the run's lines and the tables name it: `AMD EPYC family 25 model 17 (avx512_bf16)`."
+    ids = kind.get("ids") or {}
+    numbers = f" family {ids['cpu family']} model {ids['model']}" if len(ids) == 2 else ""
+    return f"{kind['model']}{numbers} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
 
 
 def load_bands(folder=None) -> list[Band]:
@@ -198,9 +212,9 @@ def band_for(
         return None, f"no expected band for this recipe: bands exist for {presets} as the presets define them"
     here = [b for b in same_recipe if b.cpu == kind and precision in (None, b.precision)]
     if not here:
-        made = "; ".join(f"{_kind_text(b.cpu)} in {b.precision}" for b in same_recipe)
+        made = "; ".join(f"{kind_text(b.cpu)} in {b.precision}" for b in same_recipe)
         return None, (
-            f"no expected band for this CPU kind, {_kind_text(kind)}"
+            f"no expected band for this CPU kind, {kind_text(kind)}"
             f"{f' in {precision}' if precision else ''}: bands of this recipe were made on {made}"
         )
     band = here[0]

@@ -310,25 +310,10 @@ class Experiment:
 # --- the machine and the code ----------------------------------------------------------------------
 
 
-def _cpu_ids() -> dict:
-    "The CPU's family and model numbers (what tells two generations of one vendor's name apart), if known."
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    found = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("cpu family", "model") and key.strip() not in found:
-            found[key.strip()] = value.strip()
-    return found
-
-
 def machine(threads: int) -> dict:
-    "The machine a trial ran on: CPU kind (name, bf16/fp16 units, family and model), torch, threads."
+    "The machine a trial ran on: CPU kind (name, family and model, bf16/fp16 units), torch, threads."
     return {
         "cpu": cpu_kind(),
-        "cpu_ids": _cpu_ids(),
         "features": list(hardware_features("cpu")),
         "platform": platform.platform(),
         "torch": torch.__version__,
@@ -372,7 +357,6 @@ def trial_key(cfg: TrainConfig, code: dict, where: dict) -> str:
         "data": read_manifest(cfg.shards)["key"],
         "sources": code["sources"],
         "cpu": where["cpu"],
-        "cpu_ids": where["cpu_ids"],
         "torch": where["torch"],
         "threads": where["threads"],
     }

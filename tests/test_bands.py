@@ -18,6 +18,7 @@ from gptlib.expected import (
     band_for,
     cpu_kind,
     judge,
+    kind_text,
     load_bands,
     make_band,
     place,
@@ -163,9 +164,35 @@ def test_the_band_is_drawn_behind_the_curves(tmp_path):
     assert save_plots(history(100, 0.01), tmp_path / "training.png", band=band()).stat().st_size > 0
 
 
+def cpuinfo(family: int, model: int) -> str:
+    "Two processors of /proc/cpuinfo as an AMD EPYC of `family` and `model` writes them."
+    one = (
+        "processor\t: {}\nvendor_id\t: AuthenticAMD\ncpu family\t: {}\nmodel\t\t: {}\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n\n"
+    )
+    return one.format(0, family, model) + one.format(1, family, model)
+
+
 def test_the_cpu_kind_is_read_from_cpuinfo():
-    text = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n"
-    assert cpu_kind(text) == {"model": "AMD EPYC", "features": ["avx512_bf16"]}
+    assert cpu_kind(cpuinfo(25, 17)) == {
+        "model": "AMD EPYC",
+        "ids": {"cpu family": "25", "model": "17"},
+        "features": ["avx512_bf16"],
+    }
+    assert kind_text(cpu_kind(cpuinfo(25, 17))) == "AMD EPYC family 25 model 17 (avx512_bf16)"
+    # where cpuinfo has no numbers (another system), the name and the units alone name the kind
+    bare = cpu_kind("model name\t: Some CPU\nflags\t: fpu\n")
+    assert bare["ids"] == {} and kind_text(bare) == "Some CPU (no bf16/fp16 units)"
+
+
+def test_a_zen_4_is_not_judged_by_a_zen_5_band():
+    """Both say `AMD EPYC` with the same bf16 units, but a Zen 5 runs the cpu preset's step about twice as
+    fast: its band would judge a Zen 4's run by steps the Zen 4 never had."""
+    zen4, zen5 = cpu_kind(cpuinfo(25, 17)), cpu_kind(cpuinfo(26, 2))
+    bands = [replace(band(), cpu=zen5)]
+    assert band_for(CONFIG, "bf16", zen5, bands)[0] is bands[0]
+    found, line = band_for(CONFIG, "bf16", zen4, bands)
+    assert found is None and "family 25 model 17" in line and "family 26 model 2" in line
 
 
 def test_the_committed_bands_are_of_the_presets_as_they_are_now():
