@@ -81,6 +81,13 @@ def add_records(records: list[dict], path: Path = RECORDS) -> None:
     path.write_text(old + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
+def measured(records: list[dict]) -> list[dict]:
+    """The ledger records worth adding to the records: all but the declaration of an experiment stopped (or
+    failed: no shards, say) before its first trial, which measured nothing."""
+    tried = {r["experiment"] for r in records if r["kind"] == "trial"}
+    return [r for r in records if r["kind"] != "experiment" or r["name"] in tried]
+
+
 def commit() -> str:
     return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
@@ -139,6 +146,7 @@ def run_queues(
         )
     codes = [w.wait() for w in workers]
     records = [r for i in range(len(queues)) for r in read_ledger(WORK / f"ledger-{tag}{i}.jsonl")]
+    records = measured(records)
     session = {"began": began, "ended": time.strftime("%Y-%m-%d %H:%M"), "load_before": load}
     session.update(load_after=os.getloadavg(), commit=snapped, exit=codes, queues=queues)
     for r in records:

@@ -129,12 +129,15 @@ def section(records: list[dict]) -> str:
     trials = [r for r in records if r["kind"] == "trial"]
     if not trials:
         return "\n".join(md + ["No records yet."])
-    first = trials[0]["machine"]
-    cpu = {"ids": first.get("cpu_ids", {}), **first["cpu"]}  # ids: the records' own, or older ones'
+
+    def kind(record: dict) -> str:  # the CPU a record ran on (its ids: the kind's own, or older records')
+        return kind_text({"ids": record["machine"].get("cpu_ids", {}), **record["machine"]["cpu"]})
+
+    kinds = list(dict.fromkeys(kind(t) for t in trials))
     sessions = sorted({(t["session"]["began"], t["session"]["commit"]) for t in trials if "session" in t})
     md += [
         f"{sessions[0][0]} to {max(t['session']['ended'] for t in trials if 'session' in t)}, "
-        f"{kind_text(cpu)}, torch {first['torch']}; commits "
+        f"{' and '.join(kinds)}, torch {trials[0]['machine']['torch']}; commits "
         f"{', '.join(sorted({c for _, c in sessions}))} (their gptlib). Command: `.venv/bin/python "
         "benchmarks/modern.py --screen --screen-more`, then `--full --steps 1300`, then `--rungs`. The rule, "
         "declared before "
@@ -150,10 +153,18 @@ def section(records: list[dict]) -> str:
     ]
     rung = [r for r in records if r["kind"] == "experiment" and r["name"].startswith("rung-")]
     if rung:  # the rungs' pinned steps: `make run`'s on the CPU kind they ran on
+        lengths: dict[tuple[int, str], list[str]] = {}
+        for e in rung:
+            lengths.setdefault((e["baseline"]["max_steps"], kind(e)), []).append(e["name"])
         md += [
             "The rungs (`--rungs`): each piece alone against the `cpu` preset as it is, compiled, bf16, at "
-            f"{rung[-1]['baseline']['max_steps']:,d} steps (`make run`'s here: its committed band's mean), "
-            "both threads a trial, one at a time.",
+            "`make run`'s steps on the CPU it ran on (its committed band's mean), both threads a trial, one "
+            "at a time: "
+            + "; ".join(
+                f"{steps:,d} steps on the {cpu} ({', '.join(names)})"
+                for (steps, cpu), names in lengths.items()
+            )
+            + ". A rung's two arms always ran on one CPU, at one length.",
             "",
         ]
     md += [

@@ -754,6 +754,8 @@ def section(records: list[dict]) -> str:
     for kind in kinds:
         mine = [r for r in records if r["cpu"] == kind]
         md += [f"### {kind_text(kind)}", "", mine[-1]["machine"], ""]
+        if "ids" not in kind:  # recorded before a kind held them: one name may cover two generations
+            md += ["The CPU's family and model numbers were not recorded then.", ""]
         probes = [r for r in mine if r["what"] == "probe"]
         peers = [r for r in mine if r["what"] == "peer-steps"]
         if probes:
