@@ -24,7 +24,7 @@ import torch
 
 from gptlib.corpus import data_dir
 from gptlib.data import DataConfig, open_split, prepare
-from gptlib.expected import cpu_kind
+from gptlib.expected import cpu_kind, kind_text
 from gptlib.model import sample_text
 from gptlib.optim import choose_precision, make_adamw
 from gptlib.pipeline import PROMPT, SAMPLING, prepare_tokenizer
@@ -46,14 +46,16 @@ REFERENCE = {
     "context": 256,
     "compile": False,  # eager, as the recorded reference times were measured
 }
-# its step time with 2 threads on a quiet machine, by CPU kind: (model name, the bf16 unit that kind has,
-# seconds). A model name alone does not say the kind: "AMD EPYC" names a Zen 4 with avx512_bf16 and a Zen 2
-# with avx2 only, whose bf16 steps are some 35 times slower than fp32's
+# its step time with 2 threads on a quiet machine, by CPU kind: (model name, the bf16 unit that kind has, its
+# CPU family or None for any, seconds). A model name alone does not say the kind: "AMD EPYC" names a Zen 4
+# with avx512_bf16 and a Zen 2 with avx2 only, whose bf16 steps are some 35 times slower than fp32's, and a
+# Zen 5 (family 26) with the Zen 4's units and twice its speed
 REFERENCE_STEP_S = [
-    ("Intel(R) Xeon(R) Processor", "amx_bf16", 0.2034),  # load average 1.0
-    # no AMX: the median of the probes of the four 8-minute runs of 2026-12-01 (246-351 ms a step; the same
-    # machine timed 0.39-0.40 s at another hour): round 4's 0.333 had dropout 0.1 in it
-    ("AMD EPYC", "avx512_bf16", 0.300),
+    ("Intel(R) Xeon(R) Processor", "amx_bf16", None, 0.2034),  # load average 1.0
+    # a Zen 4 (family 25: the one with avx512_bf16): the median of the probes of the four 8-minute runs of
+    # 2026-12-01 (246-351 ms a step; the same machine timed 0.39-0.40 s at another hour): round 4's 0.333 had
+    # dropout 0.1 in it
+    ("AMD EPYC", "avx512_bf16", "25", 0.300),
 ]
 SAVE_S = 0.3  # a checkpoint of a model of a few million parameters, written and hashed
 
@@ -98,11 +100,15 @@ def _step_function(cfg: TrainConfig, precision: str):
 def reference_step_s() -> float:
     "The reference step's quiet 2-thread time on this CPU kind; a kind without one is refused."
     kind = cpu_kind()
-    for model, unit, seconds in REFERENCE_STEP_S:
-        if kind["model"] == model and unit in kind["features"]:
+    for model, unit, family, seconds in REFERENCE_STEP_S:
+        if (
+            kind["model"] == model
+            and unit in kind["features"]
+            and family in (None, kind["ids"].get("cpu family"))
+        ):
             return seconds
     raise SystemExit(
-        f"error: no reference step for this CPU kind ({kind['model']}, units {kind['features'] or 'none'}): "
+        f"error: no reference step for this CPU kind ({kind_text(kind)}): "
         "time the reference step on a quiet machine of this kind and add it to REFERENCE_STEP_S, "
         "with rounds of candidates of its own"
     )

@@ -83,8 +83,8 @@ def add_records(records: list[dict], path: Path = RECORDS) -> None:
 
 def measured(records: list[dict]) -> list[dict]:
     """The ledger records worth adding to the records: all but the declaration of an experiment stopped (or
-    failed: no shards, say) before its first trial, which measured nothing."""
-    tried = {r["experiment"] for r in records if r["kind"] == "trial"}
+    failed: no shards, say) before its first trial or look, which measured nothing."""
+    tried = {r["experiment"] for r in records if r["kind"] in ("trial", "look")}
     return [r for r in records if r["kind"] != "experiment" or r["name"] in tried]
 
 

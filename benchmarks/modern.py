@@ -98,13 +98,13 @@ def make_run_steps() -> int:
     """The steps `make run` reaches on this CPU kind: the mean of its committed band's runs (their steps vary
     by 10 % with the machine's speed; a lab experiment pins one number for both arms)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from gptlib.expected import cpu_kind, load_bands
+    from gptlib.expected import cpu_kind, kind_text, load_bands
 
     kind = cpu_kind()
     bands = [b for b in load_bands() if b.cpu == kind and b.preset == "cpu"]
     if not bands:
         raise SystemExit(
-            f"no band of the cpu preset for {kind['model']}: pass --steps (make run's steps here)"
+            f"no band of the cpu preset for {kind_text(kind)}: pass --steps (make run's steps here)"
         )
     return round(bands[0].max_steps)
 
@@ -112,10 +112,16 @@ def make_run_steps() -> int:
 def rungs(steps: int, only: list[str]) -> None:
     """The experiments of RUNGS (or `only` of them) at `steps`, one after another in one queue, both threads
     a trial, as `make run` trains. Every rung's baseline is the `cpu` preset on the same seeds, so one ledger
-    trains each baseline trial once and the later rungs reuse it (two queues would train it twice). At the
-    Zen 5's 3,600 steps a trial takes 8-11 minutes: the first rung of 3 seeds about an hour, each further
-    one about half that."""
+    trains each baseline trial once and the later rungs reuse it (two queues would train it twice). A trial
+    takes 8-11 minutes at the Zen 5's 3,609 steps and about 9 at the Zen 4's 1,892: the first rung of 3
+    seeds about an hour, each further one about half that. Each piece has one rung in the records, on the
+    CPU it ran on (its steps and its CPU are part of every trial's key)."""
     lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
+    # the records know an experiment by its name: a rung run again (on another kind, say) would mix its looks
+    recorded = {r["name"] for r in read_ledger(RECORDS) if r["kind"] == "experiment"}
+    again = [f"rung-{name}" for name in only or RUNGS if f"rung-{name}" in recorded]
+    if again:
+        raise SystemExit(f"error: {', '.join(again)} already in {RECORDS.name}: name another rung")
     run_queues([lines], "rungs", snapshot(), RECORDS, threads=2)
 
 

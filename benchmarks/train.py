@@ -269,8 +269,9 @@ def changes_since(config: dict) -> list[str]:
 
 def paired_with(others: list[dict], runs: list[dict]) -> list[tuple[int, float]]:
     """(seed, bits/byte of `others`' run minus `runs`' run of that seed) where both ran the seed under the
-    same budget on the same day (one session's machine: a CPU kind spans models, Zen 4 and Zen 5 among them):
-    the same order of batches, and the same initial weights where the shapes agree."""
+    same budget on the same day (one session's machine: records made before a kind held its family and model
+    numbers span Zen 4 and Zen 5): the same order of batches, and the same initial weights where the shapes
+    agree."""
     now = {r["seed"]: r for r in runs}
     return [
         (r["seed"], r["val_bpb"] - now[r["seed"]]["val_bpb"])

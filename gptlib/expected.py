@@ -148,7 +148,7 @@ def cpu_kind(cpuinfo: str | None = None) -> dict:
 def kind_text(kind: dict) -> str:
     "A CPU kind as the run's lines and the tables name it: `AMD EPYC family 25 model 17 (avx512_bf16)`."
     ids = kind.get("ids") or {}
-    numbers = f" family {ids['cpu family']} model {ids['model']}" if len(ids) == 2 else ""
+    numbers = "".join(f" {key.split()[-1]} {ids[key]}" for key in ("cpu family", "model") if key in ids)
     return f"{kind['model']}{numbers} ({', '.join(kind['features']) or 'no bf16/fp16 units'})"
 
 

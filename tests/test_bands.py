@@ -183,6 +183,7 @@ def test_the_cpu_kind_is_read_from_cpuinfo():
     # where cpuinfo has no numbers (another system), the name and the units alone name the kind
     bare = cpu_kind("model name\t: Some CPU\nflags\t: fpu\n")
     assert bare["ids"] == {} and kind_text(bare) == "Some CPU (no bf16/fp16 units)"
+    assert kind_text({**bare, "ids": {"model": "7"}}) == "Some CPU model 7 (no bf16/fp16 units)"
 
 
 def test_a_zen_4_is_not_judged_by_a_zen_5_band():
@@ -204,3 +205,7 @@ def test_the_committed_bands_are_of_the_presets_as_they_are_now():
         preset = TrainConfig.preset(b.preset).to_dict()
         assert recipe_of(b.config) == recipe_of(preset), b.name
         assert len(b.runs) >= 3 and b.train_loss.fraction and b.val_bpb.at(1.0) is not None
+        # a CPU kind without its family and model numbers would never match one read from a Linux machine
+        assert set(b.cpu) == {"model", "ids", "features"} and set(b.cpu["ids"]) == {"cpu family", "model"}
+    # one band per preset, precision and kind: a second would never be found (`band_for` takes the first)
+    assert len({(b.preset, b.precision, kind_text(b.cpu)) for b in bands}) == len(bands)

@@ -1,8 +1,11 @@
 """What benchmarks/lab.py and benchmarks/modern.py make of a lab queue's ledger: an experiment stopped before
-its first trial adds no record, and the rungs' section names each rung's length and CPU."""
+its first trial adds no record, the rungs' section names each rung's length and CPU, and a rung already in
+the records is not run again."""
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import lab as bench_lab  # noqa: E402
@@ -62,3 +65,14 @@ def test_the_rungs_section_names_each_rungs_length_and_cpu():
     assert "AMD EPYC family 26 model 2 (avx512_bf16) and AMD EPYC family 25 model 17 (avx512_bf16)" in text
     assert "3,609 steps on the AMD EPYC family 26 model 2 (avx512_bf16) (rung-old)" in text
     assert "1,900 steps on the AMD EPYC family 25 model 17 (avx512_bf16) (rung-new)" in text
+
+
+def test_a_rung_already_in_the_records_is_refused_before_it_trains(tmp_path, monkeypatch):
+    """The records know an experiment by its name: the same rung run again (on another CPU, say) would mix
+    its looks with the first one's."""
+    records = tmp_path / "modern_runs.jsonl"
+    bench_lab.add_records([experiment("rung-relu2", 1900, ZEN4)], records)
+    monkeypatch.setattr(modern, "RECORDS", records)
+    monkeypatch.setattr(modern, "run_queues", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(SystemExit, match="rung-relu2 already in modern_runs.jsonl"):
+        modern.rungs(1900, ["relu2", "rmsnorm"])

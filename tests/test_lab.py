@@ -346,7 +346,7 @@ def test_an_aa_shift_below_the_cap_and_an_arm_that_stops_itself_are_refused(smal
 def test_a_trial_key_changes_with_the_data_behind_the_same_paths(small_data, tmp_path):
     "Shards made again at the same path from other text have another key: their trials are not reused."
     cfg = tiny(small_data)
-    code, where = {"sources": "s"}, {"cpu": "c", "cpu_ids": {}, "torch": "t", "threads": 1}
+    code, where = {"sources": "s"}, {"cpu": "c", "torch": "t", "threads": 1}
     before = lab.trial_key(cfg, code, where)
     manifest = small_data / "shards" / "manifest.json"
     saved = manifest.read_text()
