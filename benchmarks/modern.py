@@ -152,7 +152,8 @@ def section(records: list[dict]) -> str:
         "The screen: the lab's small trial (`" + BASE.split(" --shards")[0] + " --max-steps 400 "
         "--precision bf16`), one thread a trial, two at a time. The full experiment: the `cpu` preset, "
         "compiled, bf16, 1,300 steps (as `benchmarks/positions.py`; `make run` reached 1,616 steps in its 9 "
-        "minutes on a Zen 4 of an earlier round, 3,300-3,800 on this Zen 5, mean 3,609: the rungs' length), "
+        "minutes on a Zen 4 of an earlier round, 3,300-3,800 on the Zen 5, mean 3,609: the Zen 5's rungs' "
+        "length), "
         "one thread a trial, two at a time. Bits per byte over the whole held-out split at the last step; a "
         "difference is baseline minus candidate (positive: the candidate is better).",
         "",
@@ -201,13 +202,13 @@ def section(records: list[dict]) -> str:
     return "\n".join(md + ["", NOTES])
 
 
-NOTES = """How to read it (by hand, from the records of 2026-12-05 on this AMD EPYC Zen 5). The screen (400
-steps of a 0.9 M-parameter model) kept two pieces: the untied head (+0.138) and Muon at a rate of its own,
-1e-2 (+0.107). Muon at AdamW's 1e-3 lost 0.087 and at 3e-2 lost 0.024: Moonlight's scale gives its update
-the RMS of AdamW's at equal rates, yet here its best rate was 10 times AdamW's. RMSNorm without gains
-(-0.029) and ReLU² (-0.010) were rejected; QK-norm (+0.009) and no biases (+0.001) stayed undecided at 5
-seeds, within 0.015 of zero both. All six together (Muon at 1e-3) gave +0.119, less than the untied head
-alone.
+NOTES = """How to read it (by hand, from the records of 2026-12-05 on an AMD EPYC Zen 5, and ReLU²'s rung on a
+Zen 4). The screen (400 steps of a 0.9 M-parameter model) kept two pieces: the untied head (+0.138) and Muon
+at a rate of its own, 1e-2 (+0.107). Muon at AdamW's 1e-3 lost 0.087 and at 3e-2 lost 0.024: Moonlight's scale
+gives its update the RMS of AdamW's at equal rates, yet here its best rate was 10 times AdamW's. RMSNorm
+without gains (-0.029) and ReLU² (-0.010) were rejected; QK-norm (+0.009) and no biases (+0.001) stayed
+undecided at 5 seeds, within 0.015 of zero both. All six together (Muon at 1e-3) gave +0.119, less than the
+untied head alone.
 
 At the `cpu` preset's size (4.2 M parameters, 1,300 steps) the untied head was kept: +0.044 [+0.021, +0.067]
 over 3 seeds (1.891-1.912 against 1.927-1.962 bits/byte). The untied head with Muon at 1e-2 did less on the
@@ -253,8 +254,18 @@ Newton-Schulz's share of the work is a small fraction of the 32 % it is here. QK
 carry to 3,609 steps at a peak rate of 1e-3: what it bounds, attention scores that grow with the weights, is a
 danger of higher rates and larger models (Henry et al. 2020; the speedrun took it in record 5 together with
 ReLU², zero-initialised projections and padded embeddings, 22.3 to 15.2 minutes, no figure for it alone).
-RMSNorm, ReLU² and no biases have not run at this length yet (each about 25 minutes of both cores here, longer
-when undecided; `--rungs rmsnorm relu2 no-bias`); their screens rejected or found nothing."""
+ReLU²'s rung ran on the Zen 4 of that evening (family 25 model 17, 21:22 onwards), at its own `make run`'s
+length: 1,892 steps, the mean of the band made there first (1,850-1,920 steps, 1.880-1.894 bits/byte; section
+Training). It was better on every one of 5 seeds, by 0.009 to 0.048 (1.866-1.891 against 1.886-1.915
+bits/byte): +0.021 [-0.001, +0.043], undecided at the cap, its lower end short of 0.01. The screen had
+rejected it (-0.010 at 400 steps of the small model). Its step costs nothing more: its trials took 461 s
+against 478 s (medians). Published: Primer found it on far larger models, and
+the speedrun took it only together with QK-norm, zero-initialised projections and padded embeddings (record
+5). Its baseline seeds spread 0.029 here (0.022 for the Zen 5's 3,609 steps), and seed 2's baseline
+(1.915) carried the largest difference, 0.048: without it the mean is +0.014. RMSNorm and no biases have no
+rung yet (about 25 minutes of both cores each on the Zen 5 if decided at 3 seeds, 30 or more on the Zen 4;
+`--rungs rmsnorm no-bias`); their screens rejected or found nothing. The stop: the queue was stopped by hand
+at 23:26, after ReLU²'s decision, as rung-rmsnorm's first trial began: the session's time."""
 
 
 def main() -> int:
