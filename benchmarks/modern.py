@@ -113,9 +113,10 @@ def rungs(steps: int, only: list[str]) -> None:
     """The experiments of RUNGS (or `only` of them) at `steps`, one after another in one queue, both threads
     a trial, as `make run` trains. Every rung's baseline is the `cpu` preset on the same seeds, so one ledger
     trains each baseline trial once and the later rungs reuse it (two queues would train it twice). A trial
-    takes 8-11 minutes at the Zen 5's 3,609 steps and about 9 at the Zen 4's 1,892: the first rung of 3
-    seeds about an hour, each further one about half that. Each piece has one rung in the records, on the
-    CPU it ran on (its steps and its CPU are part of every trial's key)."""
+    takes 8-11 minutes at the Zen 5's 3,609 steps and about 8 at the Zen 4's 1,892: the first rung of 3
+    seeds 45 minutes to an hour, each further one about half that (a baseline trial is reused only by the
+    same gptlib sources on the same CPU kind: its key holds both). Each piece has one rung in the records,
+    on the CPU it ran on (its steps and its CPU are part of every trial's key)."""
     lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
     # the records know an experiment by its name: a rung run again (on another kind, say) would mix its looks
     recorded = {r["name"] for r in read_ledger(RECORDS) if r["kind"] == "experiment"}
@@ -254,18 +255,19 @@ Newton-Schulz's share of the work is a small fraction of the 32 % it is here. QK
 carry to 3,609 steps at a peak rate of 1e-3: what it bounds, attention scores that grow with the weights, is a
 danger of higher rates and larger models (Henry et al. 2020; the speedrun took it in record 5 together with
 ReLU², zero-initialised projections and padded embeddings, 22.3 to 15.2 minutes, no figure for it alone).
-ReLU²'s rung ran on the Zen 4 of that evening (family 25 model 17, 21:22 onwards), at its own `make run`'s
-length: 1,892 steps, the mean of the band made there first (1,850-1,920 steps, 1.880-1.894 bits/byte; section
-Training). It was better on every one of 5 seeds, by 0.009 to 0.048 (1.866-1.891 against 1.886-1.915
+ReLU²'s rung ran the same evening on an AMD EPYC Zen 4 (family 25 model 17, 22:06 to 23:26), at its `make
+run`'s length: 1,892 steps, the mean of the band made there first (1,850-1,920 steps, 1.880-1.894 bits/byte;
+section Training). It was better on every one of 5 seeds, by 0.009 to 0.048 (1.866-1.891 against 1.886-1.915
 bits/byte): +0.021 [-0.001, +0.043], undecided at the cap, its lower end short of 0.01. The screen had
 rejected it (-0.010 at 400 steps of the small model). Its step costs nothing more: its trials took 461 s
-against 478 s (medians). Published: Primer found it on far larger models, and
-the speedrun took it only together with QK-norm, zero-initialised projections and padded embeddings (record
-5). Its baseline seeds spread 0.029 here (0.022 for the Zen 5's 3,609 steps), and seed 2's baseline
-(1.915) carried the largest difference, 0.048: without it the mean is +0.014. RMSNorm and no biases have no
-rung yet (about 25 minutes of both cores each on the Zen 5 if decided at 3 seeds, 30 or more on the Zen 4;
-`--rungs rmsnorm no-bias`); their screens rejected or found nothing. The stop: the queue was stopped by hand
-at 23:26, after ReLU²'s decision, as rung-rmsnorm's first trial began: the session's time."""
+against 478 s (medians). Published: Primer found it on far larger models, and the speedrun took it only
+together with QK-norm, zero-initialised projections and padded embeddings (record 5). Its baseline seeds
+spread 0.029 here (0.022 for the Zen 5's 3,609 steps), and seed 2's baseline (1.915) carried the largest
+difference, 0.048: without it the mean is +0.014. RMSNorm and no biases have no rung yet (`--rungs rmsnorm
+no-bias`: a trial takes about 8 minutes on either CPU, so the first rung decided at 3 seeds takes some 45
+minutes with its baseline, each further one in the queue some 25); their screens rejected or found nothing.
+The stop: the queue was stopped by hand at 23:26, after ReLU²'s decision, as rung-rmsnorm's first trial began:
+the session's time."""
 
 
 def main() -> int:
