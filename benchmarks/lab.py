@@ -88,6 +88,12 @@ def measured(records: list[dict]) -> list[dict]:
     return [r for r in records if r["kind"] != "experiment" or r["name"] in tried]
 
 
+def machine_kind(machine: dict) -> dict:
+    """The CPU kind a record's `machine` names, with its family and model numbers: the kind's own, or an older
+    record's `cpu_ids` beside it."""
+    return {"ids": machine.get("cpu_ids", {}), **machine["cpu"]}
+
+
 def commit() -> str:
     return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
@@ -183,17 +189,14 @@ def section(records: list[dict]) -> str:
     if not trials:
         return "\n".join(md + ["No records yet."])
     first = trials[0]
-    cpu = {
-        "ids": first["machine"].get("cpu_ids", {}),
-        **first["machine"]["cpu"],
-    }  # ids: the records' own, or older
+    cpu = kind_text(machine_kind(first["machine"]))
     sessions = [t["session"] for t in trials if "session" in t]
     began = min((s["began"] for s in sessions), default="?")
     ended = max((s["ended"] for s in sessions), default="?")
     commits = sorted({s["commit"] for s in sessions})
     md += [
         f"{began} to {ended}, commit {', '.join(commits)} "
-        f"(its gptlib with the lab's files), {kind_text(cpu)}, torch {first['machine']['torch']}, "
+        f"(its gptlib with the lab's files), {cpu}, torch {first['machine']['torch']}, "
         "one thread a trial, two trials at a time; command: "
         "`.venv/bin/python benchmarks/lab.py --pin 0.5 --run`.",
         "",

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab import BASE, DATA, RULE, WORK, read_ledger, run_queues, snapshot  # noqa: E402
+from lab import BASE, DATA, RULE, WORK, machine_kind, read_ledger, run_queues, snapshot  # noqa: E402
 
 RECORDS = Path(__file__).with_name("modern_runs.jsonl")
 SCREEN = f"{BASE} --max-steps 400 --precision bf16"  # the lab's trial at the steps it pinned (lab_runs.jsonl)
@@ -137,8 +137,8 @@ def section(records: list[dict]) -> str:
     if not trials:
         return "\n".join(md + ["No records yet."])
 
-    def kind(record: dict) -> str:  # the CPU a record ran on (its ids: the kind's own, or older records')
-        return kind_text({"ids": record["machine"].get("cpu_ids", {}), **record["machine"]["cpu"]})
+    def kind(record: dict) -> str:  # the CPU a record ran on
+        return kind_text(machine_kind(record["machine"]))
 
     kinds = list(dict.fromkeys(kind(t) for t in trials))
     sessions = sorted({(t["session"]["began"], t["session"]["commit"]) for t in trials if "session" in t})
