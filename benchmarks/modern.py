@@ -5,12 +5,12 @@
 `--screen`: each piece of `gptlib.modern` alone against lesson 04's GPT trained with AdamW, and all of them
 together, on the lab's small trial (`benchmarks/lab.py`: 2 layers of width 128, context 128, 400 bf16 steps
 pinned there) with paired seeds, under the lab's rule. `--full`: the pieces chosen from the screen together
-against the `cpu` preset at `--steps` (1,300 by default, about `make run`'s steps on a Zen 4), compiled, bf16,
-paired seeds. `--rungs`: each piece the full experiment did not take (RMSNorm, QK-norm, ReLU², no biases, Muon
-at 1e-2) alone against the `cpu` preset, at the steps `make run` reaches here (its committed band's mean), in
-one queue with both threads a trial. The screen and the full experiment run two queues side by side, one
-thread each. The ledgers are added to `benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md
-is written (no flag: only rewritten).
+against the `cpu` preset's recipe with lesson 04's GPT at `--steps` (1,300 by default, about `make run`'s
+steps on a Zen 4), compiled, bf16, paired seeds. `--rungs`: each piece the full experiment did not take
+(RMSNorm, QK-norm, ReLU², no biases, Muon at 1e-2) alone against the same baseline, at the steps `make run`
+reaches here (its committed band's mean, or `--steps`), in one queue with both threads a trial. The screen
+and the full experiment run two queues side by side, one thread each. The ledgers are added to
+`benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md is written (no flag: only rewritten).
 The runs use the committed gptlib (`git archive HEAD`), as the lab's benchmark does.
 """
 
@@ -26,7 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lab import BASE, DATA, RULE, WORK, machine_kind, read_ledger, run_queues, snapshot  # noqa: E402
 
 RECORDS = Path(__file__).with_name("modern_runs.jsonl")
-SCREEN = f"{BASE} --max-steps 400 --precision bf16"  # the lab's trial at the steps it pinned (lab_runs.jsonl)
+# every baseline is lesson 04's GPT: the `cpu` preset took the untied head and ReLU² on 2026-12-06, after
+# these experiments began, and a rung asks what one piece adds to GPT-2's pieces
+GPT2 = "--tied-head true --mlp gelu"
+SCREEN = f"{BASE} {GPT2} --max-steps 400 --precision bf16"  # the lab's trial at its pinned steps
 PIECES = {
     "rmsnorm": "--norm rmsnorm",
     "qk-norm": "--qk-norm true",
@@ -49,7 +52,7 @@ MORE = {
 
 def full_base(steps: int) -> str:
     return (
-        f"--preset cpu --compile true --max-steps {steps} --precision bf16 --eval-every {steps} "
+        f"--preset cpu {GPT2} --compile true --max-steps {steps} --precision bf16 --eval-every {steps} "
         f"--checkpoint-every 400 --keep-last 1 --shards {DATA / 'shards/shakespeare-4096'} "
         f"--tokenizer {DATA / 'tokenizers/shakespeare-4096'}"
     )
@@ -86,8 +89,8 @@ def full(steps: int) -> None:
     run_queues(queues, "full", snapshot(), RECORDS)
 
 
-# each piece alone against the `cpu` preset as it is, at the steps `make run` reaches on this CPU kind: the
-# pieces the two experiments above did not take to that length (Muon at the rate the screen chose)
+# each piece alone against the `cpu` preset's recipe with lesson 04's GPT, at the steps `make run` reaches on
+# this CPU kind: the pieces the two experiments above did not take to that length (Muon at the screen's rate)
 RUNGS = {
     **{name: flags for name, flags in PIECES.items() if name not in ("untied-head", "muon")},
     "muon-lr-1e-2": MORE["muon-lr-1e-2"],
@@ -165,7 +168,8 @@ def section(records: list[dict]) -> str:
         for e in rung:
             lengths.setdefault((e["baseline"]["max_steps"], kind(e)), []).append(e["name"])
         md += [
-            "The rungs (`--rungs`): each piece alone against the `cpu` preset as it is, compiled, bf16, at "
+            "The rungs (`--rungs`): each piece alone against the `cpu` preset's recipe with lesson 04's GPT "
+            f"(`{GPT2}` since the preset took those two pieces), compiled, bf16, at "
             "`make run`'s steps on the CPU it ran on (its committed band's mean), both threads a trial, one "
             "at a time: "
             + "; ".join(

@@ -269,15 +269,18 @@ def changes_since(config: dict) -> list[str]:
 
 def paired_with(others: list[dict], runs: list[dict]) -> list[tuple[int, float]]:
     """(seed, bits/byte of `others`' run minus `runs`' run of that seed) where both ran the seed under the
-    same budget on the same day (one session's machine: records made before a kind held its family and model
-    numbers span Zen 4 and Zen 5): the same order of batches, and the same initial weights where the shapes
-    agree."""
+    same budget on one CPU: one kind named by its family and model numbers, or else the same day (one
+    session's machine: records made before a kind held those numbers span Zen 4 and Zen 5). The same order
+    of batches, and the same initial weights where the shapes agree."""
     now = {r["seed"]: r for r in runs}
+
+    def one_cpu(a: dict, b: dict) -> bool:
+        return a["cpu"] == b["cpu"] and "ids" in a["cpu"] or a["when"][:10] == b["when"][:10]
+
     return [
         (r["seed"], r["val_bpb"] - now[r["seed"]]["val_bpb"])
         for r in others
-        if r["seed"] in now
-        and (r["budget_min"], r["when"][:10]) == (now[r["seed"]]["budget_min"], now[r["seed"]]["when"][:10])
+        if r["seed"] in now and r["budget_min"] == now[r["seed"]]["budget_min"] and one_cpu(r, now[r["seed"]])
     ]
 
 

@@ -233,10 +233,17 @@ TRAIN_PRESETS = {
     },
     # the laptop's run, the best of a measured search at 8 minutes of 2 CPU cores (benchmarks/recipe.py, on an
     # Intel Xeon with bf16 matrix units): 2,600 steps x 2,048 tokens, 3.7 epochs. `make run` trains it to a
-    # time budget instead (--budget: the steps that fit, gptlib.probe). Its model is gptlib.model's `cpu`
+    # time budget instead (--budget: the steps that fit, gptlib.probe). Its shape is gptlib.model's `cpu`
     # preset, which has no dropout: in this budget dropout cost more steps than it gained
     "cpu": {
         **GPT_PRESETS["cpu"].to_dict(),
+        # two of lesson 07's pieces (gptlib.modern), measured together in `make run` on an AMD EPYC Zen 4,
+        # whose 9 minutes fit about 2,000 steps: an LM head of its own (1.05 M parameters more for almost no
+        # compute) and ReLU² in the MLP. 1.820-1.834 bits/byte against GELU and the tied head's 1.880-1.894,
+        # better on each of the band's 3 seeds by 0.054-0.074 (benchmarks/RESULTS.md, section Training). On
+        # a Zen 5's 3,600 steps the untied head alone was neutral (memorising); ReLU² was not tried there
+        "tied_head": False,
+        "mlp": "relu2",
         "micro_batch": 8,
         "grad_accum": 1,  # 16 sequences a step reached the same loss as 8 in the search, in half the steps
         "max_steps": 2600,

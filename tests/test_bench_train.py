@@ -1,5 +1,5 @@
 """Which recorded runs make a CPU kind's band in benchmarks/train.py: the seeds of the `cpu` preset's recipe
-as it is now, a candidate the preset adopted among them, other recipes paired on the same day only, and the
+as it is now, a candidate the preset adopted among them, other recipes paired on one CPU only, and the
 candidates tabled beside the band."""
 
 import sys
@@ -45,6 +45,11 @@ def test_an_adopted_candidate_of_the_recipe_now_makes_the_band_and_older_recipes
     # the old recipe's seeds, paired with today's seed by seed: old minus new
     assert bench.paired_with(older, runs) == [(s, pytest.approx(0.03)) for s in (1337, 1338, 1339)]
     assert bench.paired_with([record("band-seed", 1338, 1.84, when="2026-12-04 10:00", **OLD)], runs) == []
+    # a kind named by its family and model numbers is one CPU on any day
+    ids = {**KIND, "ids": {"cpu family": "25", "model": "17"}}
+    named = [record("band-seed", 1338, 1.80, kind=ids)]
+    earlier = record("band-seed", 1338, 1.84, when="2026-12-04 10:00", kind=ids, **OLD)
+    assert bench.paired_with([earlier], named) == [(1338, pytest.approx(0.04))]
     # once the preset moves on, the adopted runs are an earlier recipe's seeds, paired with the new ones
     newer = [record("band-seed", s, 1.79, max_lr=2e-3) for s in (1337, 1338, 1339)]
     lines = bench.earlier_recipes(older + adopted + newer, KIND, newer)

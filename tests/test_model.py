@@ -519,15 +519,22 @@ def test_unknown_preset_lists_the_known_ones():
         GPTConfig.preset("huge")
 
 
-def test_the_cpu_model_preset_is_the_cpu_training_presets_model():
-    "One `cpu` preset: training it builds exactly the model preset (no dropout, recipe search)."
-    from gptlib.modern import ModernConfig
-    from gptlib.train_config import TrainConfig
+def test_the_cpu_training_preset_is_the_model_preset_with_two_modern_pieces():
+    """One `cpu` shape: training it builds the model preset (no dropout, recipe search) with lesson 07's
+    untied head and ReLU², and a run of it builds that model, not lesson 04's GPT of the same shape."""
+    from gptlib.modern import ModernConfig, ModernGPT, ReLU2MLP
+    from gptlib.train_config import TrainConfig, make_model
 
     preset = GPT_PRESETS["cpu"]
     assert preset.dropout == 0.0 and preset.attn_dropout == 0.0
-    # the model preset, no modern piece asked for (lesson 07's fields at GPT-2's defaults)
-    assert TrainConfig.preset("cpu").model_config() == ModernConfig.from_dict(preset.to_dict())
+    cfg = TrainConfig.preset("cpu", vocab_size=512)
+    expected = ModernConfig.from_dict(
+        {**preset.to_dict(), "vocab_size": 512, "tied_head": False, "mlp": "relu2"}
+    )
+    assert cfg.model_config() == expected
+    model = make_model(cfg)
+    assert isinstance(model, ModernGPT) and isinstance(model.blocks[0].mlp, ReLU2MLP)
+    assert model.lm_head.weight.data_ptr() != model.wte.weight.data_ptr()  # a head of its own
 
 
 def test_config_round_trips_through_a_dict():

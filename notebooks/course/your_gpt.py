@@ -157,11 +157,11 @@ def _training(names: dict[str, dict], cfg, tokenizer):
 def train_your_gpt(
     pieces: Pieces, work, *, steps: int, eval_batches: int = 0, log=print, sample_tokens: int = 200
 ) -> YourRun:
-    """Train the `cpu` preset's GPT for `steps` steps (its schedule: warmup, the peak held, the cosine over
-    the last quarter) from the pieces in `pieces`, in the folder `work`: the tokenizer, the shards, the
-    training and a sample, each of the learner's pieces where it passed its check. The one validation, at
-    the end, scores `eval_batches` batches of the held-out plays (0: all of them). `log(line)` says what
-    each stage made."""
+    """Train a GPT of the `cpu` preset's shape (lesson 04's pieces) for `steps` steps (its schedule: warmup,
+    the peak held, the cosine over the last quarter) from the pieces in `pieces`, in the folder `work`: the
+    tokenizer, the shards, the training and a sample, each of the learner's pieces where it passed its
+    check. The one validation, at the end, scores `eval_batches` batches of the held-out plays (0: all of
+    them). `log(line)` says what each stage made."""
     from gptlib.model import sample_text
     from gptlib.train_config import TrainConfig
 
@@ -172,6 +172,8 @@ def train_your_gpt(
     shards = _shards(names["02_data"], work, tokenizer, log)
     cfg = TrainConfig.preset(
         "cpu",
+        tied_head=True,  # your GPT is lesson 04's: the preset's shape, without the pieces it took from 07
+        mlp="gelu",
         vocab_size=tokenizer.n_vocab,
         shards=str(shards),
         tokenizer=str(work / "tokenizer"),
