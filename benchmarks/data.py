@@ -212,11 +212,11 @@ def _forever(dataloader):
 
 def model_steps_per_second() -> float | None:
     try:
-        from gptlib.model import GPT, GPTConfig
+        from gptlib.train_config import TrainConfig, make_model
     except ImportError:
         return None
     torch.manual_seed(0)
-    model = GPT(GPTConfig.preset("cpu", vocab_size=VOCAB))
+    model = make_model(TrainConfig.preset("cpu", vocab_size=VOCAB))  # the model `make run` trains
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, VOCAB, (8, 256))
 

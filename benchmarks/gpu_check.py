@@ -51,7 +51,7 @@ from gptlib.files import write_json  # noqa: E402
 from gptlib.model import GPT  # noqa: E402
 from gptlib.optim import choose_precision, make_adamw, measure_matmul_flops, peak_flops  # noqa: E402
 from gptlib.train import train, train_step  # noqa: E402
-from gptlib.train_config import TrainConfig  # noqa: E402
+from gptlib.train_config import TrainConfig, make_model  # noqa: E402
 
 STAGES = ("data", "loop", "budget", "recipe", "steps", "peer", "summary")
 # the issue's thresholds for an H100/H200-class GPU
@@ -150,6 +150,8 @@ RECIPES = {
             "grad_accum": 1,
             "eval_every": 200,
             "checkpoint_every": 200,
+            "tied_head": True,  # lesson 04's GPT, as measured on the H200 (the preset took 07's pieces later)
+            "mlp": "gelu",
         },
     ),
 }
@@ -272,7 +274,7 @@ def bare_step(cfg: TrainConfig, precision: str, compiled: bool, steps: int, devi
     same cost as real ones), `steps` of them after 5 untimed ones (compiling happens there). `static`:
     compiled for this shape alone (`dynamic=False`), as a run compiles for its one shape."""
     torch.manual_seed(0)
-    model = GPT(cfg.model_config()).to(device)
+    model = make_model(cfg).to(device)  # lesson 07's pieces where the preset has them (the `cpu` one)
     optimizer, fused = make_adamw(
         model, lr=cfg.max_lr, weight_decay=cfg.weight_decay, betas=(cfg.beta1, cfg.beta2), device=device
     )
@@ -489,7 +491,7 @@ def stage_steps(check: Check) -> None:
             r = {"precision": precision, "micro_batch": micro_batch, "grad_accum": grad_accum}
             r.update(compile=compiled, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
         else:
-            flops = r["tokens_per_s"] * GPT(cfg.model_config()).flops_per_token()
+            flops = r["tokens_per_s"] * make_model(cfg).flops_per_token()
             r.update(mfu_matmul=flops / measured[precision], matmul_tflops=measured[precision] / 1e12)
         check.record("steps", r)
         if check.device.type == "cuda":

@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 RECORDS = Path(__file__).with_name("lab_runs.jsonl")
 WORK = Path("/tmp/gptlib-lab-bench")  # the snapshot, the queues, the ledgers and the run folders
 DATA = REPO / "data"
+# lesson 04's GPT (tied head, GELU), as every trial here ran before the `cpu` preset took two of 07's pieces
 BASE = (
-    "--preset cpu --n-layer 2 --n-embd 128 --context 128 --compile false "
+    "--preset cpu --tied-head true --mlp gelu --n-layer 2 --n-embd 128 --context 128 --compile false "
     "--checkpoint-every 200 --keep-last 1 "
     f"--shards {DATA / 'shards/shakespeare-4096'} --tokenizer {DATA / 'tokenizers/shakespeare-4096'}"
 )

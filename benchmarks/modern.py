@@ -27,9 +27,9 @@ from lab import BASE, DATA, RULE, WORK, machine_kind, read_ledger, run_queues, s
 
 RECORDS = Path(__file__).with_name("modern_runs.jsonl")
 # every baseline is lesson 04's GPT: the `cpu` preset took the untied head and ReLU² on 2026-12-06, after
-# these experiments began, and a rung asks what one piece adds to GPT-2's pieces
+# these experiments began, and a rung asks what one piece adds to GPT-2's pieces (lab.BASE pins them too)
 GPT2 = "--tied-head true --mlp gelu"
-SCREEN = f"{BASE} {GPT2} --max-steps 400 --precision bf16"  # the lab's trial at its pinned steps
+SCREEN = f"{BASE} --max-steps 400 --precision bf16"  # the lab's trial at the steps it pinned (lab_runs.jsonl)
 PIECES = {
     "rmsnorm": "--norm rmsnorm",
     "qk-norm": "--qk-norm true",
@@ -99,7 +99,10 @@ RUNGS = {
 
 def make_run_steps() -> int:
     """The steps `make run` reaches on this CPU kind: the mean of its committed band's runs (their steps vary
-    by 10 % with the machine's speed; a lab experiment pins one number for both arms)."""
+    by 10 % with the machine's speed; a lab experiment pins one number for both arms). The band is the
+    preset's as it is now: since the preset took the untied head and ReLU², whose steps run faster, a Zen
+    4's band holds about 2,080 steps where the rungs of its earlier band ran 1,892 (`--steps 1892` matches
+    them)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from gptlib.expected import cpu_kind, kind_text, load_bands
 
@@ -114,7 +117,7 @@ def make_run_steps() -> int:
 
 def rungs(steps: int, only: list[str]) -> None:
     """The experiments of RUNGS (or `only` of them) at `steps`, one after another in one queue, both threads
-    a trial, as `make run` trains. Every rung's baseline is the `cpu` preset on the same seeds, so one ledger
+    a trial, as `make run` trains. Every rung's baseline is lesson 04's GPT on the same seeds, so one ledger
     trains each baseline trial once and the later rungs reuse it (two queues would train it twice). A trial
     takes 8-11 minutes at the Zen 5's 3,609 steps and about 8 at the Zen 4's 1,892: the first rung of 3
     seeds 45 minutes to an hour, each further one about half that (a baseline trial is reused only by the
@@ -241,10 +244,9 @@ steps here, three times the experiment's 1,300, about five passes over the train
 reason: by then the model memorises, and a million parameters more add to what it can memorise as much as
 to what it can predict. Weight decay, which works against memorising at no cost in step time, paid instead:
 0.3 gained 0.020 over 0.1 on the tied seeds (0.6 lost 0.006 against 0.3; section Training). The `cpu`
-preset keeps GPT-2's tied head and now decays
-by 0.3; its band of this kind is made of the three tied seeds at 0.3. On a slower CPU, where `make run`
-stops nearer 1,300 steps (a Zen 4 of earlier rounds: 1,443-1,616), the untied head may pay: worth measuring
-there.
+preset kept GPT-2's tied head then and took the decay of 0.3; its band of that kind was made of the three
+tied seeds at 0.3. On a slower CPU, where `make run` stops nearer 1,300 steps (a Zen 4 of earlier rounds:
+1,443-1,616), the untied head might pay: measured there on 2026-12-06 (the last paragraph).
 
 At `make run`'s length (`--rungs`, 15:10 to 17:19 the same day): the `cpu` preset at 3,609 steps, both threads
 a trial, one trial at a time; the baseline's trials of seeds 1-5 trained once and shared by both rungs
@@ -271,7 +273,14 @@ difference, 0.048: without it the mean is +0.014. RMSNorm and no biases have no 
 no-bias`: a trial takes about 8 minutes on either CPU, so the first rung decided at 3 seeds takes some 45
 minutes with its baseline, each further one in the queue some 25); their screens rejected or found nothing.
 The stop: the queue was stopped by hand at 23:26, after ReLU²'s decision, as rung-rmsnorm's first trial began:
-the session's time."""
+the session's time.
+
+In `make run` itself on the same Zen 4 (2026-12-06, `benchmarks/train.py --candidate untied-relu2`, section
+Training): ReLU² and the untied head together, on the three seeds of the band, reached 1.820, 1.821 and 1.834
+bits/byte against 1.894, 1.880 and 1.888, better by 0.074, 0.059 and 0.054 (+0.063), in 2,030-2,114 steps
+against 1,850-1,920: the two pieces that gained at this length or shorter, measured together as a preset is
+used. The `cpu` preset took both; its Zen 4 band is these three runs. Since then every baseline here pins
+lesson 04's pieces (`--tied-head true --mlp gelu`): a rung still asks what one piece adds to GPT-2's."""
 
 
 def main() -> int:

@@ -88,6 +88,9 @@ ROUNDS_1_TO_3_BASE = {
     "cooldown": 1.0,
     "compile": False,  # the preset compiles since 2026-12-02; these rounds ran eager
     "positions": "sinusoidal",  # the preset's attention turns q and k by position since round 11
+    "weight_decay": 0.1,  # the preset's until 2026-12-05
+    "tied_head": True,  # and lesson 04's GPT: the preset took lesson 07's untied head and ReLU² on 2026-12-06
+    "mlp": "gelu",
 }
 
 # The AMD EPYC kind (avx512_bf16, no AMX): its steps take about 1.7 times the Xeon's, so `make run`'s
@@ -325,6 +328,11 @@ AMD_FINDINGS = """What rounds 4-9 say on this kind:
   3,300-3,800 steps (five passes over the training plays), 0.3 gained 0.020 bits/byte over 0.1 in `make run`
   itself (3 paired seeds, `MAKE_RUN_CANDIDATES`, section Training) and became the preset's: what changed
   little in round 2's runs of about 2,300 steps on the Xeon pays once the model memorises.
+- **Later, lesson 07's untied head and ReLU² (`untied-relu2`)**: on an AMD EPYC Zen 4 (family 25 model 17),
+  whose 9 minutes run about 2,000 steps, the two together reached 1.820, 1.821 and 1.834 bits/byte in
+  `make run` against the preset's 1.894, 1.880 and 1.888 on the same seeds (+0.063 on average; section
+  Training), and became the preset's. Each had gained alone at that length or shorter (lesson 07's ledger);
+  the runs also fitted 2,030-2,114 steps against 1,850-1,920.
 - Not run yet: {not_run}.
 """
 

@@ -275,7 +275,7 @@ def paired_with(others: list[dict], runs: list[dict]) -> list[tuple[int, float]]
     now = {r["seed"]: r for r in runs}
 
     def one_cpu(a: dict, b: dict) -> bool:
-        return a["cpu"] == b["cpu"] and "ids" in a["cpu"] or a["when"][:10] == b["when"][:10]
+        return (a["cpu"] == b["cpu"] and "ids" in a["cpu"]) or a["when"][:10] == b["when"][:10]
 
     return [
         (r["seed"], r["val_bpb"] - now[r["seed"]]["val_bpb"])
@@ -573,6 +573,7 @@ def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
     start = [x for x in r["history"] if x["kind"] == "event" and "max_steps" in x][-1]
     steps = start["max_steps"]
     q, pq = sample_quality_of(r), peer["quality"]
+    params = make_model(TrainConfig.from_dict(r["config"])).num_params(non_embedding=False)
     peer_speakers = "-" if pq["known_speakers"] is None else f"{pq['known_speakers']:.0%}"
     clock = (
         "its cosine clocked by the wall time, so that it stops when the minutes do"
@@ -595,7 +596,7 @@ def equal_time_table(runs: list[dict], peer: dict) -> list[str]:
         "| model | params | precision | steps | training | val bits/byte | known words | known speakers | "
         "longest blank run |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
-        f"| `cpu` preset (BPE, 4,096 ids), seed {r['seed']} | 4.21 M | "
+        f"| `cpu` preset (BPE, 4,096 ids), seed {r['seed']} | {params / 1e6:.2f} M | "
         f"{compute_text(start['precision'], r['config'].get('compile'))} | {steps:,d} | "
         f"{training_text(r)} | **{r['val_bpb']:.3f}** | "
         f"{q['known_words']:.1%} | {q['known_speakers']} | - |",

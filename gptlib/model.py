@@ -83,9 +83,10 @@ _NO_DROPOUT = {"dropout": 0.0, "attn_dropout": 0.0}
 GPT_PRESETS = {
     # seconds-sized: unit tests (exact numbers, so no dropout), CI, notebook smoke runs
     "tiny": GPTConfig(vocab_size=512, context=64, n_layer=2, n_head=2, n_embd=64, **_NO_DROPOUT),
-    # a laptop model: `make run` trains it on Shakespeare with a 4,096-id BPE vocabulary. No dropout: the
-    # recipe search (benchmarks/RESULTS.md) found it slower per step and worse at this budget, which
-    # ends before the model overfits. Rotary positions: the search's largest gain at equal steps
+    # a laptop model: `make run` trains this shape on Shakespeare with a 4,096-id BPE vocabulary (with two
+    # of lesson 07's pieces, gptlib.train_config's `cpu` preset). No dropout: the recipe search
+    # (benchmarks/RESULTS.md) found it slower per step and worse at this budget, which ends before the
+    # model overfits. Rotary positions: the search's largest gain at equal steps
     "cpu": GPTConfig(
         vocab_size=4096, context=256, n_layer=4, n_head=4, n_embd=256, positions="rotary", **_NO_DROPOUT
     ),

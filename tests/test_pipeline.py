@@ -508,11 +508,11 @@ def test_a_continued_run_that_cannot_start_from_the_old_weights_is_refused_in_on
 def test_the_run_says_how_many_training_tokens_each_parameter_gets(preset):
     """Before training, `run` says what the data is worth to the model: tokens per parameter, its parameters
     counted as the model counts them, and a word when the text is far below Chinchilla's 20."""
-    from gptlib.model import GPT
     from gptlib.pipeline import tokens_per_parameter
+    from gptlib.train_config import make_model
 
     cfg = TrainConfig.preset(preset)
-    params = GPT(cfg.model_config()).num_params(False)
+    params = make_model(cfg).num_params(False)  # the `cpu` preset's untied head counts
     line = tokens_per_parameter(cfg, 1_260_000)
     assert f"1,260,000 training tokens for {params:,d} parameters: {1_260_000 / params:.2g}" in line, line
     assert "small for this model" in line
