@@ -206,17 +206,19 @@ def section(records: list[dict]) -> str:
             done = [t for t in trials if t["experiment"] == row["name"]]
             figures = " | ".join(f"{t['arm']} seed {t['seed']}: {t['val_bpb']:.4f}" for t in done)
             row["decision"], cost = "stopped", ", ".join(f"{t['seconds']:.0f}" for t in done)
+        elif row["decision"] == "running":  # records land when a queue ends: this one was stopped, undecided
+            row["decision"] = f"stopped at {row['n']} seeds"
         md.append(f"| {row['name']} | {changed} | {row['n']} | {figures} | **{row['decision']}** | {cost} |")
     return "\n".join(md + ["", NOTES])
 
 
-NOTES = """How to read it (by hand, from the records of 2026-12-05 on an AMD EPYC Zen 5, and ReLU²'s rung on a
-Zen 4). The screen (400 steps of a 0.9 M-parameter model) kept two pieces: the untied head (+0.138) and Muon
-at a rate of its own, 1e-2 (+0.107). Muon at AdamW's 1e-3 lost 0.087 and at 3e-2 lost 0.024: Moonlight's scale
-gives its update the RMS of AdamW's at equal rates, yet here its best rate was 10 times AdamW's. RMSNorm
-without gains (-0.029) and ReLU² (-0.010) were rejected; QK-norm (+0.009) and no biases (+0.001) stayed
-undecided at 5 seeds, within 0.015 of zero both. All six together (Muon at 1e-3) gave +0.119, less than the
-untied head alone.
+NOTES = """How to read it (by hand, from the records of 2026-12-05 on an AMD EPYC Zen 5, and the rungs of
+2026-12-05 and 06 on a Zen 4). The screen (400 steps of a 0.9 M-parameter model) kept two pieces: the untied
+head (+0.138) and Muon at a rate of its own, 1e-2 (+0.107). Muon at AdamW's 1e-3 lost 0.087 and at 3e-2 lost
+0.024: Moonlight's scale gives its update the RMS of AdamW's at equal rates, yet here its best rate was 10
+times AdamW's. RMSNorm without gains (-0.029) and ReLU² (-0.010) were rejected; QK-norm (+0.009) and no biases
+(+0.001) stayed undecided at 5 seeds, within 0.015 of zero both. All six together (Muon at 1e-3) gave +0.119,
+less than the untied head alone.
 
 At the `cpu` preset's size (4.2 M parameters, 1,300 steps) the untied head was kept: +0.044 [+0.021, +0.067]
 over 3 seeds (1.891-1.912 against 1.927-1.962 bits/byte). The untied head with Muon at 1e-2 did less on the
@@ -269,11 +271,17 @@ rejected it (-0.010 at 400 steps of the small model). Its step costs nothing mor
 against 478 s (medians). Published: Primer found it on far larger models, and the speedrun took it only
 together with QK-norm, zero-initialised projections and padded embeddings (record 5). Its baseline seeds
 spread 0.029 here (0.022 for the Zen 5's 3,609 steps), and seed 2's baseline (1.915) carried the largest
-difference, 0.048: without it the mean is +0.014. RMSNorm and no biases have no rung yet (`--rungs rmsnorm
-no-bias`: a trial takes about 8 minutes on either CPU, so the first rung decided at 3 seeds takes some 45
-minutes with its baseline, each further one in the queue some 25); their screens rejected or found nothing.
-The stop: the queue was stopped by hand at 23:26, after ReLU²'s decision, as rung-rmsnorm's first trial began:
-the session's time.
+difference, 0.048: without it the mean is +0.014. The stop: the queue was stopped by hand at 23:26, after
+ReLU²'s decision, as rung-rmsnorm's first trial began: the session's time.
+
+RMSNorm's and no biases' rungs ran on the same Zen 4 on 2026-12-06 (01:08 to 02:20, `--rungs rmsnorm no-bias
+--steps 1892`: ReLU²'s length, against lesson 04's GPT, the baseline's trials shared). RMSNorm without gains
+was rejected at 3 seeds: -0.025 [-0.048, -0.003], worse on each (1.916, 1.932, 1.917 against 1.888, 1.915,
+1.886), as in the screen (-0.029): LayerNorm's centring and gain were worth more here than the simpler norm,
+at no difference in step time (trials 452-475 s against 463-495 s). Dropping the biases gave +0.003 [-0.023,
++0.029] over 3 seeds (seed by seed -0.004, +0.012, +0.000), undecided, as in the screen (+0.001): the biases
+are 0.3 % of the parameters. The queue was stopped by hand after that third look, before a fourth seed (its
+baseline and candidate, some 16 minutes more): the session's time.
 
 In `make run` itself on the same Zen 4 (2026-12-06, `benchmarks/train.py --candidate untied-relu2`, section
 Training): ReLU² and the untied head together, on the three seeds of the band, reached 1.820, 1.821 and 1.834
