@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,14 +45,14 @@ RULE = "--min-effect 0.01 --level 0.05 --min-seeds 3 --max-seeds 5"
 SHIFT = 1000  # an A/A candidate's seeds: the baseline's plus this
 
 
-def snapshot() -> Path:
-    """The committed gptlib with the lab's files of the working tree, in WORK/snap (made anew), and the commit
-    it was taken from in WORK/snap/COMMIT (HEAD may move while the trials run)."""
+def snapshot(rev: str = "HEAD") -> Path:
+    """The gptlib of commit `rev` with the lab's files of the working tree, in WORK/snap (made anew), and the
+    commit it was taken from in WORK/snap/COMMIT (HEAD may move while the trials run)."""
     snap = WORK / "snap"
     shutil.rmtree(snap, ignore_errors=True)
     snap.mkdir(parents=True)
-    (snap / "COMMIT").write_text(commit().strip(), encoding="utf-8")
-    archive = subprocess.run(["git", "archive", "HEAD", "gptlib"], cwd=REPO, capture_output=True, check=True)
+    (snap / "COMMIT").write_text(commit(rev).strip(), encoding="utf-8")
+    archive = subprocess.run(["git", "archive", rev, "gptlib"], cwd=REPO, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
     for name in ("gptlib/lab.py", "gptlib/cli/lab.py"):
         shutil.copy(REPO / name, snap / name)
@@ -72,6 +73,11 @@ def lab(snap: Path, *argv: str, threads: int = 1) -> subprocess.Popen:
 def read_ledger(path: Path) -> list[dict]:
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
     return [json.loads(line) for line in lines[1:]]
+
+
+def known(record: dict) -> str:
+    "A record as it is known whichever session added it (its `session` aside): to tell which are held."
+    return json.dumps({k: v for k, v in record.items() if k != "session"}, sort_keys=True)
 
 
 def add_records(records: list[dict], path: Path = RECORDS) -> None:
@@ -95,9 +101,9 @@ def machine_kind(machine: dict) -> dict:
     return {"ids": machine.get("cpu_ids", {}), **machine["cpu"]}
 
 
-def commit() -> str:
+def commit(rev: str = "HEAD") -> str:
     return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True
     ).stdout
 
 
@@ -129,15 +135,27 @@ def aa_line(k: int) -> str:
 
 
 def run_queues(
-    queues: list[list[str]], tag: str, snap: Path, records_path: Path = RECORDS, threads: int = 1
+    queues: list[list[str]],
+    tag: str,
+    snap: Path,
+    records_path: Path = RECORDS,
+    threads: int = 1,
+    earlier: Sequence[dict] = (),
 ) -> None:
-    "Each queue in a process and a ledger of its own, side by side; their records then added to the records."
+    """Each queue in a process and a ledger of its own, side by side; their records then added to the records,
+    those the records do not hold yet. A queue's ledger stays in WORK: the same queue run again (after a
+    stop) goes on from its trials. `earlier` (records from the records: an experiment's declaration, looks and
+    trials) is written into each ledger first, so that an experiment stopped in an earlier session goes on
+    from its trials (the lab trains only the trials whose keys it does not find)."""
     began, load, workers = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg(), []
     # read now: another run may take a new snapshot into the same folder before this one ends
     snapped = (snap / "COMMIT").read_text(encoding="utf-8")
     for i, queue in enumerate(queues):
         (WORK / f"queue-{tag}{i}.txt").write_text("\n".join(queue) + "\n", encoding="utf-8")
         ledger, work = WORK / f"ledger-{tag}{i}.jsonl", WORK / f"runs-{tag}{i}"
+        there = {known(r) for r in read_ledger(ledger)}
+        if missing := [r for r in earlier if known(r) not in there]:
+            add_records(missing, ledger)
         workers.append(
             lab(
                 snap,
@@ -153,7 +171,8 @@ def run_queues(
         )
     codes = [w.wait() for w in workers]
     records = [r for i in range(len(queues)) for r in read_ledger(WORK / f"ledger-{tag}{i}.jsonl")]
-    records = measured(records)
+    held = {known(r) for r in read_ledger(records_path)}
+    records = [r for r in measured(records) if known(r) not in held]
     session = {"began": began, "ended": time.strftime("%Y-%m-%d %H:%M"), "load_before": load}
     session.update(load_after=os.getloadavg(), commit=snapped, exit=codes, queues=queues)
     for r in records:

@@ -8,10 +8,12 @@ pinned there) with paired seeds, under the lab's rule. `--full`: the pieces chos
 against the `cpu` preset's recipe with lesson 04's GPT at `--steps` (1,300 by default, about `make run`'s
 steps on a Zen 4), compiled, bf16, paired seeds. `--rungs`: each piece the full experiment did not take
 (RMSNorm, QK-norm, ReLU², no biases, Muon at 1e-2) alone against the same baseline, at the steps `make run`
-reaches here (its committed band's mean, or `--steps`), in one queue with both threads a trial. The screen
-and the full experiment run two queues side by side, one thread each. The ledgers are added to
-`benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md is written (no flag: only rewritten).
-The runs use the committed gptlib (`git archive HEAD`), as the lab's benchmark does.
+reaches here (its committed band's mean, or `--steps`), in one queue with both threads a trial; rungs of the
+records stopped before their rule decided go on from their trials (seeds 4 and 5, say), on the CPU kind and
+with the gptlib they began with. The screen and the full experiment run two queues side by side, one thread
+each. The ledgers are added to `benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md is
+written (no flag: only rewritten). The runs use the committed gptlib (`git archive HEAD`), as the lab's
+benchmark does.
 """
 
 from __future__ import annotations
@@ -122,14 +124,57 @@ def rungs(steps: int, only: list[str]) -> None:
     takes 8-11 minutes at the Zen 5's 3,609 steps and about 8 at the Zen 4's 1,892: the first rung of 3
     seeds 45 minutes to an hour, each further one about half that (a baseline trial is reused only by the
     same gptlib sources on the same CPU kind: its key holds both). Each piece has one rung in the records,
-    on the CPU it ran on (its steps and its CPU are part of every trial's key)."""
+    on the CPU it ran on (its steps and its CPU are part of every trial's key); a rung named again goes on
+    from where it stopped (`going_on`)."""
+    names = [f"rung-{name}" for name in only or RUNGS]
     lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
-    # the records know an experiment by its name: a rung run again (on another kind, say) would mix its looks
-    recorded = {r["name"] for r in read_ledger(RECORDS) if r["kind"] == "experiment"}
-    again = [f"rung-{name}" for name in only or RUNGS if f"rung-{name}" in recorded]
-    if again:
-        raise SystemExit(f"error: {', '.join(again)} already in {RECORDS.name}: name another rung")
-    run_queues([lines], "rungs", snapshot(), RECORDS, threads=2)
+    records, rev, earlier = read_ledger(RECORDS), "HEAD", []
+    if any(r["kind"] == "experiment" and r["name"] in names for r in records):
+        rev, earlier = going_on(names, steps, records)
+    run_queues([lines], "rungs", snapshot(rev), RECORDS, threads=2, earlier=earlier)
+
+
+def going_on(names: list[str], steps: int, records: list[dict]) -> tuple[str, list[dict]]:
+    """Rungs stopped before their rule decided go on from their trials: the commit whose gptlib they ran (a
+    snapshot of it has the sources their trials' keys hold, so the lab finds those trials and trains only the
+    seeds still asked) and the records to start their ledger with. The records know an experiment by its
+    name, so a rung goes on only where its looks stay one experiment's: every rung named is in the records,
+    undecided, declared at `steps` on this CPU kind."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from gptlib.expected import cpu_kind
+
+    here = {"ids": {}, **cpu_kind()}
+    declared = {r["name"]: r for r in records if r["kind"] == "experiment" and r["name"] in names}
+    looks = [r for r in records if r["kind"] == "look" and r["experiment"] in names]
+
+    def problem(name: str) -> str | None:
+        if name not in declared:
+            return "is not in the records (run it apart from the rungs that go on)"
+        if machine_kind(declared[name]["machine"]) != here:
+            return "ran on another CPU kind"
+        if declared[name]["baseline"]["max_steps"] != steps:
+            return f"was declared at {declared[name]['baseline']['max_steps']} steps (pass --steps)"
+        last = [look for look in looks if look["experiment"] == name][-1:]
+        if last and last[0]["decision"] is not None:
+            return f"is done ({last[0]['decision']} at {last[0]['n']} seeds)"
+        return None
+
+    for name in names:
+        if why := problem(name):
+            raise SystemExit(f"error: {name} {why}: it cannot go on; name another rung")
+    revs = {declared[name]["session"]["commit"] for name in names}
+    if len(revs) > 1:
+        raise SystemExit(f"error: {', '.join(names)} ran on commits {', '.join(sorted(revs))}: one at a time")
+    # a rung's baseline trials may be recorded under the rung that trained them first
+    seen = {key for look in looks for result in look["results"] for key in result["keys"].values()}
+    earlier = [
+        r
+        for r in records
+        if (r["kind"] == "experiment" and r["name"] in names)
+        or (r["kind"] == "look" and r["experiment"] in names)
+        or (r["kind"] == "trial" and (r["experiment"] in names or r["key"] in seen))
+    ]
+    return revs.pop(), earlier
 
 
 def section(records: list[dict]) -> str:
