@@ -324,9 +324,12 @@ RMSNorm's and no biases' rungs ran on the same Zen 4 on 2026-12-06 (01:08 to 02:
 was rejected at 3 seeds: -0.025 [-0.048, -0.003], worse on each (1.916, 1.932, 1.917 against 1.888, 1.915,
 1.886), as in the screen (-0.029): LayerNorm's centring and gain were worth more here than the simpler norm,
 at no difference in step time (trials 452-475 s against 463-495 s). Dropping the biases gave +0.003 [-0.023,
-+0.029] over 3 seeds (seed by seed -0.004, +0.012, +0.000), undecided, as in the screen (+0.001): the biases
-are 0.3 % of the parameters. The queue was stopped by hand after that third look, before a fourth seed (its
-baseline and candidate, some 16 minutes more): the session's time.
++0.029] over 3 seeds (seed by seed -0.004, +0.012, +0.000), and the queue was stopped by hand after that third
+look for the session's time. It went on the next session from its trials (04:02 to 04:33, `--rungs
+no-bias --steps 1892`, the gptlib of 55dd800 again, so that the lab found the first three seeds' trials by
+their keys): seeds 4 and 5 gave -0.011 and +0.004, and the rule stopped at its cap, undecided: +0.0003
+[-0.012, +0.013] over 5 seeds, as in the screen (+0.001). The biases are 0.3 % of the parameters; dropping
+them neither helped nor hurt here, and saved no step time (trials 459-481 s against 446-495 s).
 
 In `make run` itself on the same Zen 4 (2026-12-06, `benchmarks/train.py --candidate untied-relu2`, section
 Training): ReLU² and the untied head together, on the three seeds of the band, reached 1.820, 1.821 and 1.834
