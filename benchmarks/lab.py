@@ -102,9 +102,15 @@ def machine_kind(machine: dict) -> dict:
 
 
 def commit(rev: str = "HEAD") -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True
-    ).stdout
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "--verify", f"{rev}^{{commit}}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"error: no commit {rev} in {REPO}")
+    return done.stdout
 
 
 def pin(minutes: float) -> None:
@@ -144,9 +150,10 @@ def run_queues(
 ) -> None:
     """Each queue in a process and a ledger of its own, side by side; their records then added to the records,
     those the records do not hold yet. A queue's ledger stays in WORK: the same queue run again (after a
-    stop) goes on from its trials. `earlier` (records from the records: an experiment's declaration, looks and
-    trials) is written into each ledger first, so that an experiment stopped in an earlier session goes on
-    from its trials (the lab trains only the trials whose keys it does not find)."""
+    stop) goes on from its trials; records of that ledger the records lack (a run killed before it added them)
+    are added with this session's times and commit. `earlier` (records from the records: an experiment's
+    declaration, looks and trials) is written into each ledger first, so that an experiment stopped in an
+    earlier session goes on from its trials (the lab trains only the trials whose keys it does not find)."""
     began, load, workers = time.strftime("%Y-%m-%d %H:%M"), os.getloadavg(), []
     # read now: another run may take a new snapshot into the same folder before this one ends
     snapped = (snap / "COMMIT").read_text(encoding="utf-8")

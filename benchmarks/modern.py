@@ -13,14 +13,16 @@ records stopped before their rule decided go on from their trials (seeds 4 and 5
 with the gptlib they began with. The screen and the full experiment run two queues side by side, one thread
 each. The ledgers are added to `benchmarks/modern_runs.jsonl`, from which the section of RESULTS.md is
 written (no flag: only rewritten). The runs use the committed gptlib (`git archive HEAD`), as the lab's
-benchmark does.
+benchmark does; a rung that goes on, the commit it began with.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,11 +129,27 @@ def rungs(steps: int, only: list[str]) -> None:
     on the CPU it ran on (its steps and its CPU are part of every trial's key); a rung named again goes on
     from where it stopped (`going_on`)."""
     names = [f"rung-{name}" for name in only or RUNGS]
-    lines = [line(f"rung-{name}", full_base(steps), RUNGS[name]) for name in only or RUNGS]
+    lines = [line(name, full_base(steps), RUNGS[name.removeprefix("rung-")]) for name in names]
     records, rev, earlier = read_ledger(RECORDS), "HEAD", []
     if any(r["kind"] == "experiment" and r["name"] in names for r in records):
         rev, earlier = going_on(names, steps, records)
-    run_queues([lines], "rungs", snapshot(rev), RECORDS, threads=2, earlier=earlier)
+    snap = snapshot(rev)
+    sources = {r["code"]["sources"] for r in earlier if r["kind"] == "experiment"}
+    if sources and sources != {fingerprint(snap)}:
+        raise SystemExit(
+            f"error: the gptlib of {rev} is not the one {', '.join(names)} ran: its trials would not be found"
+        )
+    run_queues([lines], "rungs", snap, RECORDS, threads=2, earlier=earlier)
+
+
+def fingerprint(snap: Path) -> str:
+    "The sources a trial's key holds for the gptlib of a snapshot (`gptlib.lab.code_fingerprint`)."
+    code = "from gptlib.lab import code_fingerprint; print(code_fingerprint()['sources'])"
+    env = {**os.environ, "PYTHONPATH": str(snap)}
+    # run in the snapshot: from the repository, `-c` would import the working tree's gptlib first
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=snap, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def going_on(names: list[str], steps: int, records: list[dict]) -> tuple[str, list[dict]]:
@@ -139,8 +157,10 @@ def going_on(names: list[str], steps: int, records: list[dict]) -> tuple[str, li
     snapshot of it has the sources their trials' keys hold, so the lab finds those trials and trains only the
     seeds still asked) and the records to start their ledger with. The records know an experiment by its
     name, so a rung goes on only where its looks stay one experiment's: every rung named is in the records,
-    undecided, declared at `steps` on this CPU kind."""
+    undecided, declared at `steps` on this CPU kind with this torch (a trial's key holds both)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import torch
+
     from gptlib.expected import cpu_kind
 
     here = {"ids": {}, **cpu_kind()}
@@ -152,6 +172,8 @@ def going_on(names: list[str], steps: int, records: list[dict]) -> tuple[str, li
             return "is not in the records (run it apart from the rungs that go on)"
         if machine_kind(declared[name]["machine"]) != here:
             return "ran on another CPU kind"
+        if declared[name]["machine"]["torch"] != torch.__version__:
+            return f"ran on torch {declared[name]['machine']['torch']}, not {torch.__version__}"
         if declared[name]["baseline"]["max_steps"] != steps:
             return f"was declared at {declared[name]['baseline']['max_steps']} steps (pass --steps)"
         last = [look for look in looks if look["experiment"] == name][-1:]
@@ -165,14 +187,13 @@ def going_on(names: list[str], steps: int, records: list[dict]) -> tuple[str, li
     revs = {declared[name]["session"]["commit"] for name in names}
     if len(revs) > 1:
         raise SystemExit(f"error: {', '.join(names)} ran on commits {', '.join(sorted(revs))}: one at a time")
-    # a rung's baseline trials may be recorded under the rung that trained them first
-    seen = {key for look in looks for result in look["results"] for key in result["keys"].values()}
+    # every trial: the lab takes those whose keys it asks for (a baseline may be recorded under another rung)
     earlier = [
         r
         for r in records
-        if (r["kind"] == "experiment" and r["name"] in names)
+        if r["kind"] == "trial"
+        or (r["kind"] == "experiment" and r["name"] in names)
         or (r["kind"] == "look" and r["experiment"] in names)
-        or (r["kind"] == "trial" and (r["experiment"] in names or r["key"] in seen))
     ]
     return revs.pop(), earlier
 
@@ -325,11 +346,12 @@ was rejected at 3 seeds: -0.025 [-0.048, -0.003], worse on each (1.916, 1.932, 1
 1.886), as in the screen (-0.029): LayerNorm's centring and gain were worth more here than the simpler norm,
 at no difference in step time (trials 452-475 s against 463-495 s). Dropping the biases gave +0.003 [-0.023,
 +0.029] over 3 seeds (seed by seed -0.004, +0.012, +0.000), and the queue was stopped by hand after that third
-look for the session's time. It went on the next session from its trials (04:02 to 04:33, `--rungs
-no-bias --steps 1892`, the gptlib of 55dd800 again, so that the lab found the first three seeds' trials by
-their keys): seeds 4 and 5 gave -0.011 and +0.004, and the rule stopped at its cap, undecided: +0.0003
+look, for the session's time, 252 steps into the fourth baseline trial (its checkpoint saved). It went on the
+next session from its trials (04:02 to 04:33, `--rungs no-bias --steps 1892`, the gptlib of 55dd800 again,
+so that the lab found the first three seeds' trials by their keys, and that trial resumed at step 252, exactly
+as a run resumes): seeds 4 and 5 gave -0.011 and +0.004, and the rule stopped at its cap, undecided: +0.0003
 [-0.012, +0.013] over 5 seeds, as in the screen (+0.001). The biases are 0.3 % of the parameters; dropping
-them neither helped nor hurt here, and saved no step time (trials 459-481 s against 446-495 s).
+them neither helped nor hurt here, and saved no time (whole trials 459-481 s against 463-495 s).
 
 In `make run` itself on the same Zen 4 (2026-12-06, `benchmarks/train.py --candidate untied-relu2`, section
 Training): ReLU² and the untied head together, on the three seeds of the band, reached 1.820, 1.821 and 1.834

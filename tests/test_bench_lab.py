@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import lab as bench_lab  # noqa: E402
@@ -77,18 +78,21 @@ SESSION = {"began": "2026-12-06 01:08", "ended": "2026-12-06 02:20", "commit": "
 
 def stopped_rungs():
     """rung-a trained the baselines of seeds 1-3 and was rejected; rung-b reused them and stopped, undecided,
-    at 3 seeds; rung-c ran on another CPU."""
-    records = [{**experiment("rung-a", 1900, ZEN4), "session": SESSION}]
+    at 3 seeds; rung-c ran on another CPU; rung-d, on another commit, stopped before its first look."""
+    code = {"code": {"sources": "gptlib of 55dd800"}}
+    records = [{**experiment("rung-a", 1900, ZEN4), "session": SESSION, **code}]
     records += [trial("rung-a", arm, s, 1.9, ZEN4) for s in (1, 2, 3) for arm in ("baseline", "candidate")]
     records.append(
         look("rung-a", 3, "reject", [(f"rung-a-baseline-{s}", f"rung-a-candidate-{s}") for s in (1, 2, 3)])
     )
-    records.append({**experiment("rung-b", 1900, ZEN4), "session": SESSION})
+    records.append({**experiment("rung-b", 1900, ZEN4), "session": SESSION, **code})
     records += [trial("rung-b", "candidate", s, 1.9, ZEN4) for s in (1, 2, 3)]
     records.append(
         look("rung-b", 3, None, [(f"rung-a-baseline-{s}", f"rung-b-candidate-{s}") for s in (1, 2, 3)])
     )
-    records.append({**experiment("rung-c", 1900, ZEN5, cpu_ids=ZEN5_IDS), "session": SESSION})
+    records.append({**experiment("rung-c", 1900, ZEN5, cpu_ids=ZEN5_IDS), "session": SESSION, **code})
+    records.append({**experiment("rung-d", 1900, ZEN4), "session": {**SESSION, "commit": "abc1234"}, **code})
+    records.append(trial("rung-d", "candidate", 1, 1.9, ZEN4))
     return records
 
 
@@ -101,7 +105,10 @@ def on_zen4(tmp_path, monkeypatch):
     bench_lab.add_records(stopped_rungs(), records)
     monkeypatch.setattr(modern, "RECORDS", records)
     monkeypatch.setattr(gptlib.expected, "cpu_kind", lambda: ZEN4)
-    monkeypatch.setattr(modern, "RUNGS", {"a": "--qk-norm true", "b": "--bias false", "c": "--mlp relu2"})
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    monkeypatch.setattr(modern, "fingerprint", lambda snap: "gptlib of 55dd800")
+    rungs = {"a": "--qk-norm true", "b": "--bias false", "c": "--mlp relu2", "d": "--norm rmsnorm"}
+    monkeypatch.setattr(modern, "RUNGS", rungs)
     monkeypatch.setattr(modern, "snapshot", lambda rev="HEAD": pytest.fail("snapshot taken"))
     monkeypatch.setattr(modern, "run_queues", lambda *a, **k: pytest.fail("trained"))
     return monkeypatch
@@ -114,19 +121,21 @@ def on_zen4(tmp_path, monkeypatch):
         (["c"], 1900, "rung-c ran on another CPU kind"),
         (["b"], 2000, "rung-b was declared at 1900 steps"),
         (["b", "new"], 1900, "rung-new is not in the records"),
+        (["b", "d"], 1900, "rung-b, rung-d ran on commits 55dd800, abc1234"),
     ],
 )
 def test_a_rung_in_the_records_that_cannot_go_on_is_refused_before_it_trains(on_zen4, names, steps, why):
     """The records know an experiment by its name: a rung decided, run on another CPU or at another length
-    would mix its looks with the first run's, and a new rung beside one going on would run an old gptlib."""
+    would mix its looks with the first run's, and a new rung beside one going on (or rungs of two commits)
+    would run another gptlib than theirs."""
     on_zen4.setitem(modern.RUNGS, "new", "--norm rmsnorm")
     with pytest.raises(SystemExit, match=f"error: {why}"):
         modern.rungs(steps, names)
 
 
 def test_a_stopped_rung_goes_on_with_its_gptlib_and_its_trials(on_zen4):
-    """rung-b goes on from the commit it ran and with its declaration, its look and every trial it saw
-    (the baselines recorded under rung-a among them), so the lab trains only seeds 4 and 5."""
+    """rung-b goes on from the commit it ran and with its declaration, its look and every trial of the
+    records (the baselines it saw are recorded under rung-a), so the lab trains only seeds 4 and 5."""
     calls = {}
     on_zen4.setattr(modern, "snapshot", lambda rev="HEAD": calls.setdefault("rev", rev) and Path("/snap"))
     on_zen4.setattr(
@@ -142,16 +151,20 @@ def test_a_stopped_rung_goes_on_with_its_gptlib_and_its_trials(on_zen4):
     kept = [
         (r["kind"], r.get("experiment", r.get("name")), r.get("arm"), r.get("seed")) for r in calls["earlier"]
     ]
-    assert kept == [
-        ("trial", "rung-a", "baseline", 1),
-        ("trial", "rung-a", "baseline", 2),
-        ("trial", "rung-a", "baseline", 3),
-        ("experiment", "rung-b", None, None),
-        ("trial", "rung-b", "candidate", 1),
-        ("trial", "rung-b", "candidate", 2),
-        ("trial", "rung-b", "candidate", 3),
-        ("look", "rung-b", None, None),
+    trials = [
+        (r["kind"], r["experiment"], r["arm"], r["seed"]) for r in stopped_rungs() if r["kind"] == "trial"
     ]
+    assert sorted(kept) == sorted(
+        trials + [("experiment", "rung-b", None, None), ("look", "rung-b", None, None)]
+    )
+
+
+def test_a_rung_goes_on_only_with_the_gptlib_its_trials_ran(on_zen4):
+    "A snapshot whose gptlib is not the rung's (a commit recorded wrong, say) would train its seeds again."
+    on_zen4.setattr(modern, "snapshot", lambda rev="HEAD": Path("/snap"))
+    on_zen4.setattr(modern, "fingerprint", lambda snap: "another gptlib")
+    with pytest.raises(SystemExit, match="error: the gptlib of 55dd800 is not the one rung-b ran"):
+        modern.rungs(1900, ["b"])
 
 
 def test_a_queue_starts_from_the_earlier_records_and_adds_only_what_is_new(tmp_path, monkeypatch):
@@ -182,7 +195,7 @@ def test_a_queue_starts_from_the_earlier_records_and_adds_only_what_is_new(tmp_p
         bench_lab.run_queues(
             [["--name rung-b"]], "rungs", tmp_path / "snap", records, threads=2, earlier=earlier
         )
-    assert seen[0] == earlier
+    assert seen[0] == earlier and seen[1] == earlier + [seen[1][-1]]  # the earlier records written once
     after = bench_lab.read_ledger(records)
     assert after[: len(stopped_rungs())] == stopped_rungs()
     assert [
