@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from tools.checking import stub as _stub
 
 from gptlib import modern as gm
 
-LESSON_PIECES = ["rms_norm", "QKNormAttention", "ReLU2MLP", "newton_schulz", "Muon"]
+LESSON_PIECES = ["rms_norm", "QKNormAttention", "ReLU2MLP", "ModernGPT", "newton_schulz", "Muon"]
 
 
 def test_the_lesson_teaches_these_pieces():
@@ -48,9 +49,27 @@ class StubMuon(gm.Muon):
         _stub()
 
 
+def gpt_with_head(head):
+    "ModernGPT whose `__init__` builds `head(config, model)` where the stub is (None: the tied head left)."
+
+    class GPTWithHead(gm.ModernGPT):
+        def __init__(self, config):
+            gm.GPT.__init__(self, config)
+            self.blocks = torch.nn.ModuleList(gm.ModernBlock(config) for _ in range(config.n_layer))
+            if not config.tied_head and head is not None:
+                self.lm_head = head(config, self)
+            self.apply(lambda module: gm._init_weights(module, config.n_layer, self.init_std))
+
+    return GPTWithHead
+
+
+StubGPT = gpt_with_head(lambda config, model: _stub())
+
+
 @pytest.mark.parametrize("name", LESSON_PIECES)
 def test_an_untouched_stub_is_not_done(name):
-    stub = {"QKNormAttention": StubAttention, "ReLU2MLP": StubMLP, "Muon": StubMuon}.get(name, _stub)
+    stubs = {"QKNormAttention": StubAttention, "ReLU2MLP": StubMLP, "ModernGPT": StubGPT, "Muon": StubMuon}
+    stub = stubs.get(name, _stub)
     assert pieces.run_check(name, stub).status == "not done"
 
 
@@ -92,6 +111,41 @@ class NoDropoutMLP(gm.MLP):
 )
 def test_relu2_mlp_check_names_the_mistake(wrong, hint):
     rejects("ReLU2MLP", wrong, hint)
+
+
+class UntiedAlways(gm.ModernGPT):  # the head's own matrix whatever the config asks
+    def __init__(self, config):
+        super().__init__(replace(config, tied_head=False))
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (gpt_with_head(None), "still reads with the embedding's matrix"),
+        (
+            gpt_with_head(lambda c, m: torch.nn.Linear(c.vocab_size, c.n_embd, bias=False)),
+            "(V, C) = (64, 16)",
+        ),
+        (gpt_with_head(lambda c, m: torch.nn.Linear(c.n_embd, c.vocab_size)), "the head has a bias"),
+        (gpt_with_head(lambda c, m: torch.nn.Embedding(c.vocab_size, c.n_embd)), "lm_head is Embedding"),
+        (UntiedAlways, "with tied_head true the head must stay the embedding's matrix"),
+    ],
+)
+def test_untied_head_check_names_the_mistake(wrong, hint):
+    rejects("ModernGPT", wrong, hint)
+
+
+def test_untied_head_check_rejects_a_head_drawn_after_the_weights():
+    "A head built after the model drew its weights again keeps nn.Linear's own draw, not GPT-2's."
+
+    class LateHead(gm.ModernGPT):
+        def __init__(self, config):
+            super().__init__(replace(config, tied_head=True))
+            if not config.tied_head:
+                self.lm_head = torch.nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.config = config
+
+    rejects("ModernGPT", LateHead, "the weights differ from gptlib's at the same seed")
 
 
 def attention_with(change, *, cache=True):

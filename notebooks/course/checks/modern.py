@@ -12,6 +12,8 @@ the learner's versions once they pass (`ModernBlock` builds the current `RMSNorm
   dropout(proj(relu(fc(x))²)).
 - `QKNormAttention(config)`: lesson 04's `CausalSelfAttention` whose `attend(q, k, v, cache, layer)`
   RMS-normalizes each head's q and k (over D) and then attends as 04's does (rotary positions, the cache).
+- `ModernGPT(config)`: lesson 04's `GPT` with `ModernBlock`s, whose `__init__` gives the head an
+  `nn.Linear(C, V, bias=False)` of its own where `config.tied_head` is false.
 - `newton_schulz(g, steps=5, eps=1e-7, dtype=torch.float32) -> Tensor`: g (m, n) -> (m, n) in g's dtype,
   every singular value moved towards 1, the direction that of U V^T; gptlib's quintic iteration.
 - `Muon(groups, lr, ...)`: gptlib's optimizer, whose `_muon(p, group, lr)` moves a matrix of a `muon`
@@ -26,9 +28,11 @@ each accepts gptlib's answer and rejects plausible wrong ones.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course.checks.model import (
     _close,
@@ -189,6 +193,58 @@ def check_qk_norm_attention(cls) -> str:
                 )
             _two_chunks_as_one(mine, x, want, "pass `cache` and `layer` on to super().attend")
     return "equal to gptlib's QK-norm attention, with sinusoidal and rotary positions, with a KV cache"
+
+
+# --- ModernGPT's untied head --------------------------------------------------------------------------------
+
+
+@exercise(LESSON, reference="gptlib.modern:ModernGPT", name="ModernGPT", minutes=5)
+def check_untied_head(cls) -> str:
+    """`ModernGPT`'s untied head: an `nn.Linear(C, V, bias=False)` of its own, drawn as gptlib's at the same
+    seed, and the logits gptlib's; with `tied_head` true the head stays the embedding's matrix."""
+    fields = {"vocab_size": 64, "context": 16, "n_layer": 2, "n_head": 2, "n_embd": 16}
+    config = gm.ModernConfig(**fields, dropout=0.0, attn_dropout=0.0, tied_head=False)
+    torch.manual_seed(0)
+    reference = gm.ModernGPT(config).eval()
+    torch.manual_seed(0)
+    mine = cls(config)
+    head = getattr(mine, "lm_head", None)
+    _expect(
+        isinstance(head, nn.Linear),
+        f"lm_head is {type(head).__name__}: an nn.Linear(config.n_embd, config.vocab_size, bias=False)",
+    )
+    _expect(
+        head.weight is not mine.wte.weight,
+        "the head still reads with the embedding's matrix: untied, it is a module of its own, "
+        "self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)",
+    )
+    _expect(
+        tuple(head.weight.shape) == (64, 16),
+        f"the head's matrix is {_shape(head.weight)}: (V, C) = (64, 16), "
+        "nn.Linear(n_embd, vocab_size) maps C to V",
+    )
+    _expect(head.bias is None, "the head has a bias: bias=False, as the tied head of lesson 04 has none")
+    got, want = mine.state_dict(), reference.state_dict()
+    _expect(
+        sorted(got) == sorted(want),
+        f"the model's parameters are not gptlib's ({sorted(set(got) ^ set(want))}): "
+        "build the head, nothing else",
+    )
+    _expect(
+        all(torch.equal(got[name], want[name]) for name in want),
+        "the weights differ from gptlib's at the same seed: build the head where the stub is, before the "
+        "model draws all its weights again",
+    )
+    idx = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        _expect(_close(mine.eval()(idx)[0], reference(idx)[0]), "the logits differ from gptlib's")
+    tied = cls(replace(config, tied_head=True))
+    _expect(
+        tied.lm_head.weight is tied.wte.weight,
+        "with tied_head true the head must stay the embedding's matrix: "
+        "untie it only when tied_head is false",
+    )
+    return "a (V, C) head of its own, no bias, drawn as gptlib's; the logits equal; tied when asked"
 
 
 # --- newton_schulz ------------------------------------------------------------------------------------------
