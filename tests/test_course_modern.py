@@ -145,7 +145,25 @@ def test_untied_head_check_rejects_a_head_drawn_after_the_weights():
                 self.lm_head = torch.nn.Linear(config.n_embd, config.vocab_size, bias=False)
             self.config = config
 
-    rejects("ModernGPT", LateHead, "the weights differ from gptlib's at the same seed")
+    rejects("ModernGPT", LateHead, "not GPT-2's 0.02: build it where the stub is")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        lambda c, m: torch.nn.Linear(c.n_embd, c.vocab_size, False),
+        lambda c, m: (
+            setattr(m.lm_head, "weight", torch.nn.Parameter(torch.empty(c.vocab_size, c.n_embd))) or m.lm_head
+        ),
+        lambda c, m: (
+            setattr(m.lm_head, "weight", torch.nn.Parameter(m.wte.weight.detach().clone())) or m.lm_head
+        ),
+    ],
+)
+def test_untied_head_check_accepts_other_ways_to_build_the_head(head):
+    "A new Parameter on 04's head module is a head of its own too, though it draws no random numbers."
+    outcome = pieces.run_check("ModernGPT", gpt_with_head(head))
+    assert outcome.passed, outcome.detail
 
 
 def attention_with(change, *, cache=True):
