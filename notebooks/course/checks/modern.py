@@ -201,7 +201,13 @@ def check_qk_norm_attention(cls) -> str:
 @exercise(LESSON, reference="gptlib.modern:ModernGPT", name="ModernGPT", minutes=5)
 def check_untied_head(cls) -> str:
     """`ModernGPT`'s untied head: an `nn.Linear(C, V, bias=False)` of its own, drawn as GPT-2 draws, and with
-    gptlib's weights the logits gptlib's; with `tied_head` true the head stays the embedding's matrix."""
+    gptlib's weights the logits gptlib's; with `tied_head` true the head stays the embedding's matrix. The
+    lesson's random numbers after the check are those before it (its models draw from a forked generator)."""
+    with torch.random.fork_rng():
+        return _untied_head(cls)
+
+
+def _untied_head(cls) -> str:
     fields = {"vocab_size": 64, "context": 16, "n_layer": 2, "n_head": 2, "n_embd": 16}
     config = gm.ModernConfig(**fields, dropout=0.0, attn_dropout=0.0, tied_head=False)
     torch.manual_seed(0)
