@@ -268,3 +268,12 @@ def test_muon_check_names_the_mistake(wrong, hint):
 def test_muon_check_accepts_momentum_written_as_a_sum():
     outcome = pieces.run_check("Muon", muon_with(classic_momentum))
     assert outcome.passed, outcome.detail
+
+
+def test_the_untied_head_check_leaves_the_lessons_random_numbers_as_they_were():
+    "The lesson's cells after the check draw what they drew before it: the check seeds a forked generator."
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    assert pieces.run_check("ModernGPT", reference("ModernGPT")).passed
+    assert torch.equal(torch.rand(3), before)
